@@ -1,0 +1,36 @@
+# vmrt: developer entry points. `make run` and `make test` each set up a fresh machine.
+PYTHON ?= python3
+PIP ?= $(PYTHON) -m pip
+EXAMPLE ?= examples/scalar.vmfb
+
+.PHONY: install install-test run test bench corpus isa clean
+
+install:
+	$(PIP) install -q -e .
+
+install-test:
+	$(PIP) install -q -e '.[test]'
+
+# The main job: install, then run the bundled example.
+run: install
+	$(PYTHON) -m vmrt.tools.cli dump $(EXAMPLE)
+
+# Install with the test extras (including the IREE reference packages) and run
+# every test, once with the C helpers and once forcing their Python twins.
+test: install-test
+	$(PYTHON) -m pytest tests
+	VMRT_NO_NATIVE=1 $(PYTHON) -m pytest tests/test_memory.py
+
+bench: install-test
+	$(PYTHON) benchmarks/load_bench.py
+
+corpus: install-test
+	$(PYTHON) -m tests.corpus.build build/corpus
+
+# Regenerate the ISA table from upstream's isa.json (not kept in this repo).
+ISA_JSON ?= ../shared/reference/isa.json
+isa:
+	$(PYTHON) -m vmrt.isa.generate $(ISA_JSON)
+
+clean:
+	rm -rf build *.egg-info vmrt/_cnative*.so

@@ -1,0 +1,224 @@
+"""Instruction decoding derived from the ISA table: bytes at a pc -> operand values.
+
+One decoder function per instruction is generated from its operand list when this
+module is imported (Python source, compiled once), so decoding an instruction is
+a table index plus a few struct unpacks. Every read is bounds-checked against the
+end of the function: malformed bytecode raises DecodeError, never IndexError.
+
+Decoded values, in operand order: registers as raw u16 ordinals (ref/move bits
+kept), attributes as int or float, string attributes as bytes, variadic lists as
+tuples of ordinals, branch operands as tuples of (source, target) pairs, branch
+table cases as tuples of (target pc, pairs).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from vmrt.errors import StatusCode, VmrtError
+from vmrt.isa import BY_OPCODE, PREFIXES
+from vmrt.isa.operands import OperandKind
+from vmrt.isa.spec import Instruction
+
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+
+_FORMAT_CHARS = {
+    OperandKind.REGISTER: "H",
+    OperandKind.GLOBAL_ATTR: "I",
+    OperandKind.FUNC_ATTR: "I",
+    OperandKind.RODATA_ATTR: "I",
+    OperandKind.TYPE_OF: "I",
+    OperandKind.BRANCH_TARGET: "I",
+    OperandKind.CONST_I16: "H",
+}
+_ATTRIBUTE_CHARS = {"i32": "i", "i64": "q", "f32": "f", "f64": "d"}
+
+
+class DecodeError(VmrtError):
+    """Bytecode that cannot be decoded; `pc` is the offset of the bad instruction."""
+
+    default_code = StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, message: str, pc: int, code=None):
+        super().__init__(message, code)
+        self.pc = pc
+
+
+class Decoded(NamedTuple):
+    pc: int
+    instruction: Instruction
+    values: tuple
+    next_pc: int
+
+
+def _overrun(start_pc: int, need_end: int, end: int):
+    raise DecodeError(
+        f"bytecode data overrun decoding op at {start_pc:08X} "
+        f"(needs {need_end}, {end} available)", start_pc, StatusCode.OUT_OF_RANGE)
+
+
+def _read_list(data, pc: int, end: int, start_pc: int, per_entry: int):
+    """A u16-counted list aligned to 2 bytes; returns (flat u16 tuple, next pc)."""
+    pc += pc & 1
+    if pc + 2 > end:
+        _overrun(start_pc, pc + 2, end)
+    (count,) = _U16.unpack_from(data, pc)
+    pc += 2
+    size = count * per_entry * 2
+    if pc + size > end:
+        _overrun(start_pc, pc + size, end)
+    return struct.unpack_from(f"<{count * per_entry}H", data, pc), pc + size
+
+
+def read_register_list(data, pc, end, start_pc):
+    return _read_list(data, pc, end, start_pc, 1)
+
+
+def read_remap_list(data, pc, end, start_pc):
+    flat, pc = _read_list(data, pc, end, start_pc, 2)
+    return tuple(zip(flat[0::2], flat[1::2])), pc
+
+
+def read_string(data, pc, end, start_pc):
+    if pc + 2 > end:
+        _overrun(start_pc, pc + 2, end)
+    (length,) = _U16.unpack_from(data, pc)
+    pc += 2
+    if pc + length > end:
+        _overrun(start_pc, pc + length, end)
+    return bytes(data[pc:pc + length]), pc + length
+
+
+def read_branch_table_cases(data, pc, end, start_pc, count):
+    cases = []
+    for _ in range(count):
+        if pc + 4 > end:
+            _overrun(start_pc, pc + 4, end)
+        (target,) = _U32.unpack_from(data, pc)
+        pairs, pc = read_remap_list(data, pc + 4, end, start_pc)
+        cases.append((target, pairs))
+    return tuple(cases), pc
+
+
+def _generate_decoder(inst: Instruction):
+    """Python source for one instruction's decoder (data, pc, end, start) -> (values, pc)."""
+    lines = [f"def decode_{inst.opcode_set}_{inst.symbol}(data, pc, end, start):"]
+    names = []
+    fixed: list[tuple[str, str]] = []
+    consts = {}
+
+    def flush():
+        if not fixed:
+            return
+        fmt = "<" + "".join(c for _, c in fixed)
+        size = struct.calcsize(fmt)
+        key = f"S{len(consts)}"
+        consts[key] = struct.Struct(fmt)
+        targets = ", ".join(n for n, _ in fixed) + ("," if len(fixed) == 1 else "")
+        lines.append(f"    if pc + {size} > end: overrun(start, pc + {size}, end)")
+        lines.append(f"    {targets} = {key}.unpack_from(data, pc)")
+        lines.append(f"    pc += {size}")
+        fixed.clear()
+
+    for i, operand in enumerate(inst.operands):
+        name = f"v{i}"
+        names.append(name)
+        kind = operand.kind
+        if kind is OperandKind.ATTRIBUTE:
+            fixed.append((name, _ATTRIBUTE_CHARS[operand.type]))
+        elif kind in _FORMAT_CHARS:
+            fixed.append((name, _FORMAT_CHARS[kind]))
+        else:
+            flush()
+            if kind is OperandKind.STRING_ATTR:
+                lines.append(f"    {name}, pc = read_string(data, pc, end, start)")
+            elif kind in (OperandKind.VARIADIC_OPERANDS, OperandKind.VARIADIC_RESULTS):
+                lines.append(f"    {name}, pc = read_register_list(data, pc, end, start)")
+            elif kind is OperandKind.BRANCH_OPERANDS:
+                lines.append(f"    {name}, pc = read_remap_list(data, pc, end, start)")
+            elif kind is OperandKind.BRANCH_TABLE_CASES:
+                # The case count is the const_i16 operand encoded just before.
+                lines.append(f"    {name}, pc = read_branch_table_cases("
+                             f"data, pc, end, start, v{i - 1})")
+            else:  # pragma: no cover - the table only holds the kinds above
+                raise AssertionError(kind)
+    flush()
+    values = ", ".join(names) + ("," if len(names) == 1 else "")
+    lines.append(f"    return ({values}), pc")
+    return "\n".join(lines) + "\n", consts
+
+
+def _build_decoders():
+    # Each generated function gets its own globals so that struct constants
+    # named S0, S1, ... do not collide between instructions.
+    helpers = {
+        "overrun": _overrun, "read_string": read_string,
+        "read_register_list": read_register_list, "read_remap_list": read_remap_list,
+        "read_branch_table_cases": read_branch_table_cases,
+    }
+    tables = {}
+    for set_id, slots in BY_OPCODE.items():
+        decoders = [None] * 256
+        for inst in slots:
+            if inst is None or inst.kind != "op":
+                continue
+            source, consts = _generate_decoder(inst)
+            namespace = dict(helpers)
+            namespace.update(consts)
+            exec(compile(source, f"<vmrt.isa decoder {inst.symbol}>", "exec"), namespace)
+            decoders[inst.opcode] = namespace[f"decode_{inst.opcode_set}_{inst.symbol}"]
+        tables[set_id] = tuple(decoders)
+    return tables
+
+
+#: opcode set id -> 256 decoder functions (None where no instruction).
+DECODERS = _build_decoders()
+_CORE_DECODERS = DECODERS["core"]
+_CORE = BY_OPCODE["core"]
+_PREFIX_TABLES = {op: (BY_OPCODE[s.id], DECODERS[s.id]) for op, s in PREFIXES.items()}
+
+
+def decode_opcode(data, pc: int, end: int) -> tuple[Instruction, int]:
+    """The instruction at `pc` and the pc of its first operand byte."""
+    if pc >= end:
+        _overrun(pc, pc + 1, end)
+    opcode = data[pc]
+    inst = _CORE[opcode]
+    if inst is None:
+        raise DecodeError(f"unknown opcode {opcode:02X} at {pc:08X}", pc)
+    if inst.kind == "prefix":
+        if pc + 1 >= end:
+            _overrun(pc, pc + 2, end)
+        slots, _ = _PREFIX_TABLES[opcode]
+        ext = slots[data[pc + 1]]
+        if ext is None:
+            raise DecodeError(
+                f"unknown {inst.target} opcode {data[pc + 1]:02X} at {pc:08X}", pc)
+        return ext, pc + 2
+    return inst, pc + 1
+
+
+def decode_at(data, pc: int, end: int) -> Decoded:
+    """Decodes one instruction (or block marker) of `data[:end]` starting at `pc`."""
+    inst, operand_pc = decode_opcode(data, pc, end)
+    if inst.kind == "marker":
+        return Decoded(pc, inst, (), operand_pc)
+    decoder = DECODERS[inst.opcode_set][inst.opcode]
+    values, next_pc = decoder(data, operand_pc, end, pc)
+    return Decoded(pc, inst, values, next_pc)
+
+
+def decode_function(data, start: int = 0, end: int | None = None):
+    """Yields every instruction of one function body `data[start:end]`.
+
+    pcs are relative to `start` (list alignment is relative to the function).
+    """
+    body = memoryview(data)[start:end] if (start or end is not None) else data
+    length = len(body)
+    pc = 0
+    while pc < length:
+        decoded = decode_at(body, pc, length)
+        yield decoded
+        pc = decoded.next_pc

@@ -1,0 +1,125 @@
+"""Operand kinds of the bytecode encoding and their wire layout (little-endian).
+
+Registers are u16 ordinals; attributes, ordinals and branch targets are 32-bit;
+variadic lists and branch remap lists are a u16 count aligned to 2 bytes
+(relative to the function's first byte) followed by u16 entries.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class OperandKind(enum.Enum):
+    REGISTER = "register"
+    ATTRIBUTE = "attribute"
+    GLOBAL_ATTR = "global_attr"
+    FUNC_ATTR = "func_attr"
+    RODATA_ATTR = "rodata_attr"
+    STRING_ATTR = "string_attr"
+    TYPE_OF = "type_of"
+    CONST_I16 = "const_i16"
+    BRANCH_TARGET = "branch_target"
+    BRANCH_OPERANDS = "branch_operands"
+    BRANCH_TABLE_CASES = "branch_table_cases"
+    VARIADIC_OPERANDS = "variadic_operands"
+    VARIADIC_RESULTS = "variadic_results"
+
+
+# Wire size in bytes of the fixed-size kinds; the rest are variable.
+_FIXED_SIZES = {
+    OperandKind.REGISTER: 2,
+    OperandKind.GLOBAL_ATTR: 4,
+    OperandKind.FUNC_ATTR: 4,
+    OperandKind.RODATA_ATTR: 4,
+    OperandKind.TYPE_OF: 4,
+    OperandKind.CONST_I16: 2,
+    OperandKind.BRANCH_TARGET: 4,
+}
+_ATTRIBUTE_SIZES = {"i32": 4, "f32": 4, "i64": 8, "f64": 8}
+
+#: Register banks: i64/f64 values occupy an aligned pair of 32-bit registers.
+BANKS = ("i32", "i64", "f32", "f64", "ref", "any")
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One encoded field of an instruction.
+
+    `bank` is the register bank of a register (or of each entry of a variadic
+    list: 'any' means the register's own ref bit decides); `type` the value type
+    of an inline attribute; `access` 'r' or 'w'; `move` whether the ref move bit
+    is allowed.
+    """
+
+    name: str
+    kind: OperandKind
+    bank: str | None = None
+    access: str | None = None
+    move: bool = False
+    type: str | None = None
+
+    @property
+    def size(self) -> int | None:
+        if self.kind is OperandKind.ATTRIBUTE:
+            return _ATTRIBUTE_SIZES[self.type]
+        return _FIXED_SIZES.get(self.kind)
+
+    @property
+    def is_wide(self) -> bool:
+        """True for i64/f64 registers (a pair of i32 registers)."""
+        return self.bank in ("i64", "f64")
+
+
+# Builders used by the generated table (vmrt/isa/table.py), one per kind.
+def reg(name, bank, access, move=False):
+    return Operand(name, OperandKind.REGISTER, bank=bank, access=access, move=move)
+
+
+def attr(name, type):
+    return Operand(name, OperandKind.ATTRIBUTE, type=type)
+
+
+def global_attr(name):
+    return Operand(name, OperandKind.GLOBAL_ATTR)
+
+
+def func_attr(name):
+    return Operand(name, OperandKind.FUNC_ATTR)
+
+
+def rodata_attr(name):
+    return Operand(name, OperandKind.RODATA_ATTR)
+
+
+def string_attr(name):
+    return Operand(name, OperandKind.STRING_ATTR)
+
+
+def type_of(name):
+    return Operand(name, OperandKind.TYPE_OF)
+
+
+def const_i16(name):
+    return Operand(name, OperandKind.CONST_I16)
+
+
+def branch_target(name):
+    return Operand(name, OperandKind.BRANCH_TARGET)
+
+
+def branch_operands(name):
+    return Operand(name, OperandKind.BRANCH_OPERANDS)
+
+
+def branch_table_cases(name):
+    return Operand(name, OperandKind.BRANCH_TABLE_CASES)
+
+
+def variadic_operands(name, type, move=False):
+    return Operand(name, OperandKind.VARIADIC_OPERANDS, bank=type, access="r", move=move)
+
+
+def variadic_results(name, type, move=False):
+    return Operand(name, OperandKind.VARIADIC_RESULTS, bank=type, access="w", move=move)

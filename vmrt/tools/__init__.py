@@ -1,0 +1,1 @@
+"""The `vmrt` command line: one module per subcommand, dispatched by cli.py."""

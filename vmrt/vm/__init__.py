@@ -1,0 +1,1 @@
+"""The VM: values, refs, buffers, lists, modules, contexts, stacks and the interpreter."""
