@@ -99,3 +99,22 @@ def test_register_helpers():
     assert registers.round_up_pow2(5) == 8
     assert registers.format_register(registers.encode_ref(2)) == "%r2"
     assert registers.format_register(4, "i64") == "%i4:5"
+
+
+def test_encoder_is_the_inverse_of_the_decoder():
+    from vmrt.isa.encoder import FunctionEncoder
+    f = FunctionEncoder()
+    f.block()
+    f.emit("ConstI32", 7, 0)
+    f.emit("Call", 0x80000000, (0, registers.encode_ref(0)), (2,))
+    f.emit("SwitchI64", 0, 2, (4, 6), 8)
+    f.emit("BranchTable", 0, 0, ((1, 2),), 2, ((0, ()), (0, ((3, 4),))))
+    f.emit("AddF32", 1, 2, 3)
+    f.emit("Fail", 0, "boom")
+    decoded = list(decode_function(bytes(f.data)))
+    assert [d.instruction.symbol for d in decoded] == [
+        "Block", "ConstI32", "Call", "SwitchI64", "BranchTable", "AddF32", "Fail"]
+    assert decoded[2].values == (0x80000000, (0, 0x8000), (2,))
+    assert decoded[3].values == (0, 2, (4, 6), 8)
+    assert decoded[4].values == (0, 0, ((1, 2),), 2, ((0, ()), (0, ((3, 4),))))
+    assert decoded[6].values == (0, b"boom")
