@@ -1,4 +1,4 @@
-"""Fixtures for vmrt.format tests: a corpus of modules compiled by IREE's tools.
+"""Fixtures for vmrt.format tests: a format_corpus of modules compiled by IREE's tools.
 
 Every source below is written for these tests.  Modules are compiled once per
 session into a temporary directory; tests needing the tools skip (with the
@@ -186,7 +186,7 @@ def maybe_corpus(tools_dir) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def corpus(maybe_corpus) -> dict[str, Path]:
+def format_corpus(maybe_corpus) -> dict[str, Path]:
     """Compiled modules by name; skips when IREE's tools are not installed."""
     if not maybe_corpus:
         pytest.skip("iree-compile / iree-as-module not installed (pip install "

@@ -34,8 +34,8 @@ def _first_difference(a: bytes, b: bytes) -> str:
     return f"at {i}: ours {a[max(0, i - 60):i + 40]!r} vs tool {b[max(0, i - 60):i + 40]!r}"
 
 
-def test_json_corpus(corpus, dump_module):
-    for name, path in corpus.items():
+def test_json_corpus(format_corpus, dump_module):
+    for name, path in format_corpus.items():
         _same_as_tool(dump_module, path)
 
 
@@ -96,11 +96,11 @@ def _vtables(data: bytes):
     return sorted(seen.items())
 
 
-def test_json_absent_fields(corpus, built_bytes, dump_module, tmp_path):
+def test_json_absent_fields(format_corpus, built_bytes, dump_module, tmp_path):
     """Drop each field of each vtable in turn: ours and the tool agree on
     acceptance and on the JSON (absent strings, vectors, tables, unions...)."""
-    inputs = {"built": built_bytes, "rich": corpus["rich"].read_bytes(),
-              "tensor_add": corpus["tensor_add"].read_bytes()}
+    inputs = {"built": built_bytes, "rich": format_corpus["rich"].read_bytes(),
+              "tensor_add": format_corpus["tensor_add"].read_bytes()}
     checked = 0
     for name, data in inputs.items():
         for vt, entries in _vtables(data):

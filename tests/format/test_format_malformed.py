@@ -57,10 +57,10 @@ def _fails(data, match, check=True):
 
 
 @pytest.fixture(scope="module")
-def small_modules(built_bytes, corpus):
-    return {"built": built_bytes, "mul": corpus["mul"].read_bytes(),
-            "asm_basic": corpus["asm_basic"].read_bytes(),
-            "rich": corpus["rich"].read_bytes()}
+def small_modules(built_bytes, format_corpus):
+    return {"built": built_bytes, "mul": format_corpus["mul"].read_bytes(),
+            "asm_basic": format_corpus["asm_basic"].read_bytes(),
+            "rich": format_corpus["rich"].read_bytes()}
 
 
 def _bytes_needed(data: bytes) -> int:

@@ -137,26 +137,26 @@ def test_missing_file(tmp_path):
         read_module(empty)
 
 
-def test_archive_info(corpus):
-    m = read_module(corpus["tensor_add"])
+def test_archive_info(format_corpus):
+    m = read_module(format_corpus["tensor_add"])
     a = m.archive
     assert a.zip_header_size > 0  # iree-compile writes a polyglot ZIP header
     assert a.flatbuffer_offset == a.zip_header_size + 4
     assert a.rodata_offset % 64 == 0
     assert a.rodata_offset >= a.flatbuffer_offset + a.flatbuffer_length
-    assert a.total_size == corpus["tensor_add"].stat().st_size
+    assert a.total_size == format_corpus["tensor_add"].stat().st_size
     external = [s for s in m.rodata_segments if s.external]
     assert external, "expected the executable to be stored as external rodata"
-    raw = corpus["tensor_add"].read_bytes()
+    raw = format_corpus["tensor_add"].read_bytes()
     for s in external:
         start = a.rodata_offset + s.external_data_offset
         assert bytes(s.data) == raw[start:start + s.external_data_length]
-    nozip = read_module(corpus["mul_nozip"]).archive
+    nozip = read_module(format_corpus["mul_nozip"]).archive
     assert nozip.zip_header_size == 0 and nozip.flatbuffer_offset == 4
 
 
-def test_debug_info_from_compiler(corpus):
-    m = read_module(corpus["rich"])
+def test_debug_info_from_compiler(format_corpus):
+    m = read_module(format_corpus["rich"])
     table = m.debug_database.location_table
     fused = [x for x in table if isinstance(x, FusedLocDef)]
     named = [x for x in table if isinstance(x, NameLocDef)]

@@ -29,8 +29,8 @@ def _roundtrip(data):
     return m, out, back
 
 
-def test_roundtrip_corpus(corpus, dump_module, tmp_path):
-    for name, path in corpus.items():
+def test_roundtrip_corpus(format_corpus, dump_module, tmp_path):
+    for name, path in format_corpus.items():
         m, out, back = _roundtrip(path)
         assert back == m, name
         for field in BytecodeModuleDef.__fb__.fields:
@@ -144,8 +144,8 @@ def _run_scalar(data, function, *args):
     return invoker(*args)
 
 
-def test_rewritten_module_runs(corpus):
-    data = corpus["mul"].read_bytes()
+def test_rewritten_module_runs(format_corpus):
+    data = format_corpus["mul"].read_bytes()
     m = read_module(data)
     assert _run_scalar(write_module(m), "mul", 6, 7) == _run_scalar(data, "mul", 6, 7) == 42
     m.exported_functions[0].local_name = "times"
@@ -155,9 +155,9 @@ def test_rewritten_module_runs(corpus):
     assert "times" in str(flat.function_names) and "mul" not in flat.function_names
 
 
-def test_module_built_from_python_runs(corpus):
+def test_module_built_from_python_runs(format_corpus):
     """A module assembled from plain objects (bytecode taken from a compiled one)."""
-    compiled = read_module(corpus["mul"])
+    compiled = read_module(format_corpus["mul"])
     d = compiled.function_descriptors[0]
     body = bytes(compiled.bytecode_data[d.bytecode_offset:d.bytecode_offset + d.bytecode_length])
     module = BytecodeModuleDef(
@@ -172,9 +172,9 @@ def test_module_built_from_python_runs(corpus):
     assert _run_scalar(write_module(module), "product", 5, 8) == 40
 
 
-def test_relayout_rodata_runs(corpus):
+def test_relayout_rodata_runs(format_corpus):
     """Embedded <-> external rodata swapped; the HAL program computes the same."""
-    data = corpus["tensor_add"].read_bytes()
+    data = format_corpus["tensor_add"].read_bytes()
     m = read_module(data)
     for seg in m.rodata_segments:
         if seg.external:

@@ -7,7 +7,7 @@
 """
 
 from vmrt.format.archive import ArchiveInfo, parse_archive
-from vmrt.format.flatbuffer import column
+from vmrt.format.flatbuffer import column, is_vector_present
 from vmrt.format.json_dump import module_to_json, table_to_json
 from vmrt.format.module_def import (
     BYTECODE_VERSION_MAJOR,
@@ -44,7 +44,7 @@ from vmrt.format.module_def import (
 )
 
 __all__ = [
-    "ArchiveInfo", "parse_archive", "column", "module_to_json", "table_to_json",
+    "ArchiveInfo", "parse_archive", "column", "is_vector_present", "module_to_json", "table_to_json",
     "BYTECODE_VERSION_MAJOR", "BYTECODE_VERSION_MINOR", "FILE_IDENTIFIER",
     "AttrDef", "BytecodeLocationDef", "BytecodeModuleDef", "CallSiteLocDef",
     "CompressionTypeDef", "DebugDatabaseDef", "ExportFunctionDef", "FeatureBits",

@@ -1,0 +1,210 @@
+"""Print a module's metadata (as iree-dump-module --output=metadata) or its tables as JSON.
+
+    vmrt dump MODULE [--format=text|json] [--pretty] [--no-verify]
+
+`--format=json` prints what `iree-dump-module --output=flatbuffer-json` prints.
+The module is verified first (use --no-verify to dump modules whose bytecode
+is invalid but whose tables read).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from vmrt.format import is_vector_present, module_to_json, read_module
+from vmrt.vm import cconv as cconv_mod
+
+RULE = "//===" + "-" * 110 + "===//"
+FEATURE_EXT_F32 = 1 << 0
+FEATURE_EXT_F64 = 1 << 1
+#: sizeof(iree_vm_ref_t) on 64-bit hosts, which iree-dump-module counts per ref global.
+REF_SIZE = 16
+_TYPE_NAMES = {"i": "i32", "f": "f32", "I": "i64", "F": "f64", "r": "!vm.ref<?>"}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("module", help="a .vmfb file")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--pretty", action="store_true", help="indent JSON output")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="skip bytecode verification")
+
+
+def run(args) -> int:
+    module = read_module(args.module)
+    if not args.no_verify:
+        from vmrt.vm.verifier import verify_module
+        verify_module(module)
+    if args.format == "json":
+        # No trailing newline: byte-identical to iree-dump-module's output.
+        sys.stdout.write(module_to_json(module, pretty=args.pretty))
+    else:
+        sys.stdout.write(format_metadata(module))
+    return 0
+
+
+# -- text form ------------------------------------------------------------------------------
+def section_header(title: str) -> str:
+    return f"{RULE}\n// {title}\n{RULE}\n"
+
+
+def format_feature_bits(bits: int) -> str:
+    """Names for the float extensions; every other bit as one hex word, as upstream."""
+    parts = []
+    if bits & FEATURE_EXT_F32:
+        parts.append("EXT_F32")
+        bits &= ~FEATURE_EXT_F32
+    if bits & FEATURE_EXT_F64:
+        parts.append("EXT_F64")
+        bits &= ~FEATURE_EXT_F64
+    if bits:
+        parts.append(f"{bits:08X}")
+    return " | ".join(parts)
+
+
+def format_cconv_fragment(fragment: str) -> str:
+    out = []
+    i = 0
+    while i < len(fragment):
+        if i > 0:
+            out.append(", ")
+        ch = fragment[i]
+        if ch == "C":
+            end = fragment.find("D", i + 1)
+            if end < 0:
+                out.append("<unterminated span>")
+                break
+            out.append("tuple<" + format_cconv_fragment(fragment[i + 1:end]) + ">...")
+            i = end
+        elif ch in _TYPE_NAMES:
+            out.append(_TYPE_NAMES[ch])
+        elif ch != "v":
+            out.append(f"<{ch}?>")
+        i += 1
+    return "".join(out)
+
+
+def format_cconv(calling_convention: str) -> str:
+    try:
+        arguments, results = cconv_mod.split_fragments(calling_convention)
+    except Exception:  # an unknown cconv version: show it verbatim
+        return f"<cconv {calling_convention!r}>"
+    return f"({format_cconv_fragment(arguments)}) -> ({format_cconv_fragment(results)})"
+
+
+def _attrs(attrs, indent: int) -> list[str]:
+    return [" " * indent + f"{a.key}: {a.value}" for a in attrs or ()]
+
+
+def _printable_prefix(data) -> int | None:
+    """Length of the leading C string if every byte of it is printable, else None."""
+    raw = bytes(data)
+    end = raw.find(0)
+    if end < 0:
+        end = len(raw)
+    if all(0x20 <= b < 0x7F for b in raw[:end]):
+        return end
+    return None
+
+
+def format_metadata(module) -> str:
+    lines: list[str] = []
+    out = lines.append
+    out(section_header(f"@{module.name} : version {module.version}"))
+    if module.requirements:
+        out(f"Requirements: {format_feature_bits(module.requirements)}\n")
+    if is_vector_present(module, "attrs"):
+        out("Attributes:")
+        lines.extend(_attrs(module.attrs, 2))
+        out("")
+    if is_vector_present(module, "types"):
+        out("Required Types:")
+        for i, type_def in enumerate(module.types):
+            out(f"  [{i:3d}] {type_def.full_name}")
+        out("")
+    if is_vector_present(module, "dependencies"):
+        out("Module Dependencies:")
+        for dep in module.dependencies:
+            kind = "optional" if dep.flags & 2 else "required"
+            out(f"  {dep.name}, version >= {dep.minimum_version}, {kind}")
+        out("")
+    if is_vector_present(module, "imported_functions"):
+        out("Imported Functions:")
+        for i, import_def in enumerate(module.imported_functions):
+            optional = "?" if import_def.flags & 2 else ""
+            signature = import_def.signature
+            cconv = ""
+            if signature is not None and signature.calling_convention is not None:
+                cconv = format_cconv(signature.calling_convention)
+            out(f"  [{i:3d}] {optional}{import_def.full_name}{cconv}")
+            if signature is not None:
+                lines.extend(_attrs(signature.attrs, 8))
+        out("")
+    if is_vector_present(module, "exported_functions"):
+        out("Exported Functions:")
+        signatures = module.function_signatures
+        for i, export in enumerate(module.exported_functions):
+            signature = signatures[export.internal_ordinal] \
+                if 0 <= export.internal_ordinal < len(signatures) else None
+            cconv = ""
+            if signature is not None and signature.calling_convention is not None:
+                cconv = format_cconv(signature.calling_convention)
+            out(f"  [{i:3d}] {export.local_name}{cconv}")
+            if signature is not None:
+                lines.extend(_attrs(signature.attrs, 8))
+        out("")
+    out(section_header("Sections"))
+    state = module.module_state
+    if state is not None:
+        total = state.global_bytes_capacity + REF_SIZE * state.global_ref_count
+        out("Module State:")
+        out(f"  {state.global_bytes_capacity} bytes, {state.global_ref_count} refs, "
+            f"~{total} bytes total\n")
+    out(f"FlatBuffer: {module.archive.flatbuffer_length} bytes")
+    if is_vector_present(module, "bytecode_data"):
+        out(f"  Bytecode: {len(module.bytecode_data)} bytes")
+    external_size = 0
+    for i, segment in enumerate(module.rodata_segments):
+        prefix = f"  .rodata[{i:3d}] "
+        if segment.compression_type is not None:
+            prefix += "uncompressed "
+        if is_vector_present(segment, "embedded_data"):
+            data = segment.embedded_data
+            text = f"{prefix}embedded {len(data):8d} bytes"
+            length = _printable_prefix(data)
+            if length is not None:
+                shown = bytes(data[:min(32, length)]).decode("ascii")
+                text += f" `{shown}`" + ("..." if length >= 32 else "")
+            out(text)
+        else:
+            offset, length = segment.external_data_offset, segment.external_data_length
+            external_size += length
+            out(f"{prefix}external {length:8d} bytes (offset {offset} / {offset:X}h to "
+                f"{offset + length:X}h)")
+    for i, segment in enumerate(module.rwdata_segments):
+        out(f"  .rwdata[{i:3d}] {segment.byte_size} bytes")
+    out("")
+    if external_size:
+        out(f"External .rodata: ~{external_size} bytes\n")
+    out(section_header(f"Bytecode : version {module.version}"))
+    if is_vector_present(module, "function_descriptors"):
+        out("  # | Offset   |   Length | Blocks | i32 # | ref # | Requirements | Aliases")
+        out("----+----------+----------+--------+-------+-------+--------------+-"
+            + "-" * 52)
+        aliases: dict[int, list[str]] = {}
+        for export in module.exported_functions:
+            aliases.setdefault(export.internal_ordinal, []).append(export.local_name)
+        for i, d in enumerate(module.function_descriptors):
+            bits = format_feature_bits(d.requirements)
+            out(f"{i:3d} | {d.bytecode_offset & 0xFFFFFFFF:08X} | {d.bytecode_length:8d} | "
+                f"{d.block_count:6d} | {d.i32_register_count:5d} | {d.ref_register_count:5d} | "
+                f"{bits:<12} | {', '.join(aliases.get(i, []))}")
+    out("")
+    debug = module.debug_database
+    if debug is not None:
+        out(section_header("Debug Information").rstrip("\n"))
+        out("// NOTE: debug databases are large and should be stripped in deployed "
+            "artifacts.\n")
+        out(f"Locations: {len(debug.location_table)}")
+        out("")
+    return "\n".join(lines) + "\n"
