@@ -1,9 +1,9 @@
 # vmrt: developer entry points. `make run` and `make test` each set up a fresh machine.
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
-EXAMPLE ?= examples/scalar.vmfb
+EXAMPLE ?= examples/mlp.vmfb
 
-.PHONY: install install-test run test bench corpus isa clean
+.PHONY: install install-test run test bench corpus example isa clean
 
 install:
 	$(PIP) install -q -e .
@@ -11,18 +11,25 @@ install:
 install-test:
 	$(PIP) install -q -e '.[test]'
 
-# The main job: install, then run the bundled example.
+# The main job: install, then load, verify and describe the bundled example.
+# (Running it needs the interpreter and the HAL module, which come next.)
 run: install
-	$(PYTHON) -m vmrt.tools.cli dump $(EXAMPLE)
+	vmrt dump $(EXAMPLE)
 
 # Install with the test extras (including the IREE reference packages) and run
 # every test, once with the C helpers and once forcing their Python twins.
 test: install-test
 	$(PYTHON) -m pytest tests
-	VMRT_NO_NATIVE=1 $(PYTHON) -m pytest tests/test_memory.py
+	VMRT_NO_NATIVE=1 $(PYTHON) -m pytest tests/test_memory.py tests/vm/test_buffer.py
 
 bench: install-test
 	$(PYTHON) benchmarks/load_bench.py
+
+# Regenerates the bundled example from its MLIR (needs iree-base-compiler).
+example: examples/mlp.vmfb
+examples/mlp.vmfb: examples/mlp.mlir
+	iree-compile --iree-hal-target-device=local \
+	  --iree-hal-local-target-device-backends=vmvx $< -o $@
 
 corpus: install-test
 	$(PYTHON) -m tests.corpus.build build/corpus
