@@ -16,6 +16,7 @@ from vmrt.errors import VmrtError
 # subcommand -> module under vmrt.tools defining add_arguments(parser) and run(args).
 SUBCOMMANDS = {
     "dump": "vmrt.tools.dump",
+    "test": "vmrt.tools.test",
 }
 
 

@@ -138,6 +138,8 @@ class VerifiedFunction:
     block_pcs: tuple[int, ...]
     arguments: str
     results: str
+    may_yield: bool = False  # contains vm.yield or a yieldable call to an import
+    callees: frozenset = frozenset()  # internal functions it calls
 
 
 class _FunctionVerifier:
@@ -258,6 +260,8 @@ class _FunctionVerifier:
             return
         segment_sizes = values[seg_index] if seg_index is not None else None
         if callee & IMPORT_ORDINAL_BIT:
+            if inst.symbol in ("CallYieldable", "CallVariadicYieldable"):
+                self.may_yield = True
             import_ordinal = callee & ~IMPORT_ORDINAL_BIT
             name, fragments = self.mv.import_signature(self, import_ordinal)
             what = f"call to import '{name}'"
@@ -268,6 +272,7 @@ class _FunctionVerifier:
             if callee >= self.mv.function_count:
                 self.fail(f"function ordinal {callee} out of range {self.mv.function_count}")
             fragments = self.mv.function_fragments(self, callee)
+            self.callees.add(callee)
             what = f"call to internal function {callee}"
         try:
             self.cconv_registers(fragments[0], segment_sizes, values[operands_index])
@@ -302,6 +307,8 @@ class _FunctionVerifier:
         length = descriptor.bytecode_length
         data = mv.bytecode[start:start + length]
         self.blocks = {}
+        self.may_yield = False
+        self.callees = set()
         in_block = False
         end_pc = length - 1  # upstream stops one byte short of the end
         pc = 0
@@ -411,6 +418,8 @@ class _FunctionVerifier:
                 self.verify_call(inst, values, call)
             elif inst.symbol == "Return":
                 self.cconv_registers(self.results_fragment, None, values[0])
+            elif inst.symbol == "Yield":
+                self.may_yield = True
             if inst.is_terminator:
                 in_block = False
             pc = next_pc
@@ -427,7 +436,8 @@ class _FunctionVerifier:
                 self.fail(f"block at pc {block_pc:08X} out of bytecode data range {length}")
             if data[block_pc] != BLOCK_OPCODE:
                 self.fail(f"block at pc {block_pc:08X} does not start with a block marker")
-        return VerifiedFunction(ordinal, tuple(sorted(blocks)), arguments, results)
+        return VerifiedFunction(ordinal, tuple(sorted(blocks)), arguments, results,
+                                self.may_yield, frozenset(self.callees))
 
 
 class ModuleVerifier:

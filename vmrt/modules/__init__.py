@@ -1,0 +1,1 @@
+"""Native modules bridging the VM to the host: hal, io_parameters, vmvx, testing."""

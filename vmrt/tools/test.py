@@ -1,0 +1,64 @@
+"""Run a module's test exports: `test_*` must succeed and `fail_*` must fail.
+
+    vmrt test MODULE [--module=DEP ...] [--verbose]
+
+Each export runs in a fresh context (dependencies first, then MODULE). Modules
+importing `yieldable_test` get vmrt's Python twin of upstream's test module.
+Prints one line per failure and a closing `N passed, M failed`; exit code 1 on
+any failure.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from vmrt.errors import VmrtError
+from vmrt.vm.context import Context, Instance
+from vmrt.vm.module import load_module
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("module", help="the .vmfb whose test_*/fail_* exports run")
+    parser.add_argument("--module", dest="deps", action="append", default=[],
+                        metavar="DEP", help="a module to register first (repeatable)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="print passing tests too")
+
+
+def _native_modules_for(module) -> list:
+    wanted = {decl.module_name for decl in module.imports()}
+    natives = []
+    if "yieldable_test" in wanted:
+        from vmrt.modules.yieldable_test import YieldableTestModule
+        natives.append(YieldableTestModule())
+    return natives
+
+
+def run(args) -> int:
+    module = load_module(args.module)
+    deps = [load_module(path) for path in args.deps]
+    names = [n for n in module.export_names() if n.startswith(("test_", "fail_"))]
+    instance = Instance()
+    passed = failed = 0
+    for name in names:
+        expect_failure = name.startswith("fail_")
+        try:
+            with Context(instance, _native_modules_for(module) + deps + [module]) as context:
+                context.function(f"{module.name}.{name}")()
+            error = None
+        except VmrtError as caught:
+            error = caught
+        except RecursionError:  # the VM stack guard should catch this first
+            error = VmrtError("Python recursion limit reached")
+        if expect_failure and error is None:
+            failed += 1
+            print(f"FAIL {name}: expected a failure, but it succeeded")
+        elif not expect_failure and error is not None:
+            failed += 1
+            print(f"FAIL {name}: {error.one_line()}")
+        else:
+            passed += 1
+            if args.verbose:
+                print(f"ok   {name}" + (f" ({error.code.name})" if error else ""))
+    print(f"{passed} passed, {failed} failed")
+    sys.stdout.flush()
+    return 1 if failed else 0

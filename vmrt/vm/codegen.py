@@ -1,0 +1,625 @@
+"""Compiles one verified bytecode function into Python source, once.
+
+The generated function keeps every register in a Python local (`i4` holds the
+i32/f32 in register 4, or the whole i64/f64 of the pair 4:5; `r2` holds ref
+register 2), so executing an instruction is one or two Python statements with no
+decoding, dict lookups or allocation. Blocks become `if blk == N:` arms of one
+`while True:` loop in bytecode order, so a forward branch falls through to the
+next arm and only backward branches pay a `continue`; a block that branches to
+itself becomes its own inner `while True:` loop (the hot shape of compiled loops).
+
+Per-context state (globals storage, rodata buffers, resolved imports, the other
+functions) is read through the generated code's module globals, which the module
+instance fills in (vmrt.vm.module). Every generated line is mapped back to the
+bytecode offset it came from, so a Python exception raised inside generated code
+becomes a VMError with a precise VM stack (vmrt.vm.errors_map).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+
+from vmrt.isa.decoder import Decoded
+from vmrt.isa.operands import OperandKind
+from vmrt.isa.registers import REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
+from vmrt.vm.semantics import SEMANTICS
+
+IMPORT_BIT = 0x80000000
+
+_WRAP32 = ("if not -2147483648 <= {x} <= 2147483647: "
+           "{x} = (({x} + 2147483648) & 4294967295) - 2147483648")
+_WRAP64 = ("if not -9223372036854775808 <= {x} <= 9223372036854775807: "
+           "{x} = (({x} + 9223372036854775808) & 18446744073709551615) - 9223372036854775808")
+_ROUND32 = "F32_SLOT[0] = {x}; {x} = F32_SLOT[0]"
+
+
+def reg_name(ordinal: int) -> str:
+    if ordinal & REF_TYPE_BIT:
+        return f"r{ordinal & REF_MASK}"
+    return f"i{ordinal}"
+
+
+def is_move(ordinal: int) -> bool:
+    return (ordinal & (REF_TYPE_BIT | REF_MOVE_BIT)) == (REF_TYPE_BIT | REF_MOVE_BIT)
+
+
+def literal(value) -> str:
+    if isinstance(value, float):
+        if value != value:
+            return "NAN"
+        if math.isinf(value):
+            return "INF" if value > 0 else "-INF"
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            return "-0.0"
+        return repr(value)
+    return repr(value)
+
+
+def cconv_registers(fragment: str) -> list[str]:
+    """Register names an ABI fragment occupies in a callee frame (i64 pairs aligned)."""
+    names, i32, ref = [], 0, 0
+    for ch in fragment:
+        if ch in "if":
+            names.append(f"i{i32}")
+            i32 += 1
+        elif ch in "IF":
+            i32 += i32 & 1
+            names.append(f"i{i32}")
+            i32 += 2
+        elif ch == "r":
+            names.append(f"r{ref}")
+            ref += 1
+    return names
+
+
+@dataclass
+class CallTarget:
+    """What the generator needs to know about a callee."""
+
+    kind: str  # 'internal' or 'import'
+    index: int
+    arguments: str
+    results: str
+    is_generator: bool = False  # internal callee compiled as a generator
+    name: str = ""
+
+
+@dataclass
+class FunctionPlan:
+    """Inputs for generating one function."""
+
+    ordinal: int
+    name: str
+    arguments: str
+    results: str
+    blocks: list[tuple[int, list[Decoded]]]  # (block pc, instructions after the marker)
+    is_generator: bool
+    call_target: object = None  # callable (ordinal_or_import_bit) -> CallTarget
+    checkpoints: bool = False  # emit a fuel/cancellation check at each block entry
+
+
+@dataclass
+class GeneratedFunction:
+    source: str
+    line_pcs: list[int | None] = field(default_factory=list)  # 1-based line -> pc
+    entry_name: str = ""
+
+
+class _Emitter:
+    def __init__(self):
+        self.lines: list[str] = []
+        self.pcs: list[int | None] = []
+        self.pc: int | None = None
+
+    def emit(self, indent: int, text: str) -> None:
+        for line in text.split("\n"):
+            self.lines.append("    " * indent + line)
+            self.pcs.append(self.pc)
+
+
+class FunctionGenerator:
+    """Turns a FunctionPlan into Python source (see the module docstring)."""
+
+    def __init__(self, plan: FunctionPlan):
+        self.plan = plan
+        self.out = _Emitter()
+        self.block_index = {pc: i for i, (pc, _) in enumerate(plan.blocks)}
+        self.temp_counter = 0
+
+    # -- helpers ------------------------------------------------------------------------
+    def block_id(self, pc: int) -> int:
+        return self.block_index[pc]
+
+    def temp(self) -> str:
+        self.temp_counter += 1
+        return f"_t{self.temp_counter}"
+
+    def remap(self, pairs) -> list[str]:
+        """Branch operand moves, applied one after another as upstream does."""
+        stmts = []
+        for src, dst in pairs:
+            s, d = reg_name(src), reg_name(dst)
+            if s != d:
+                stmts.append(f"{d} = {s}")
+            if is_move(src) and s != d:
+                stmts.append(f"{s} = None")
+        return stmts
+
+    # -- whole function ---------------------------------------------------------------------
+    def generate(self) -> GeneratedFunction:
+        plan = self.plan
+        params = cconv_registers(plan.arguments)
+        entry = f"F{plan.ordinal}"
+        out = self.out
+        out.emit(0, f"def {entry}({', '.join(params)}):")
+        used = self.collect_registers()
+        initial = [r for r in sorted(used, key=lambda n: (n[0], int(n[1:]))) if r not in params]
+        i_regs = [r for r in initial if r[0] == "i"]
+        r_regs = [r for r in initial if r[0] == "r"]
+        if i_regs:
+            out.emit(1, " = ".join(i_regs) + " = 0")
+        if r_regs:
+            out.emit(1, " = ".join(r_regs) + " = None")
+        if plan.is_generator:
+            # Make this a generator even when no yield is reachable in the body.
+            out.emit(1, "if False: yield")
+        single = len(plan.blocks) == 1 and not self.branches_to(0, 0)
+        if single:
+            self.emit_block(0, 1, in_dispatch=False)
+        else:
+            out.emit(1, "blk = 0")
+            out.emit(1, "while True:")
+            for index in range(len(plan.blocks)):
+                out.pc = plan.blocks[index][0]
+                out.emit(2, f"if blk == {index}:")
+                self.emit_block(index, 3, in_dispatch=True)
+        return GeneratedFunction("\n".join(out.lines) + "\n", out.pcs, entry)
+
+    def collect_registers(self) -> set[str]:
+        names = set()
+        for _, instructions in self.plan.blocks:
+            for d in instructions:
+                for operand, value in zip(d.instruction.operands, d.values):
+                    kind = operand.kind
+                    if kind is OperandKind.REGISTER:
+                        names.add(reg_name(value))
+                    elif kind in (OperandKind.VARIADIC_OPERANDS, OperandKind.VARIADIC_RESULTS):
+                        if operand.name != "segment_sizes":
+                            names.update(reg_name(v) for v in value)
+                    elif kind is OperandKind.BRANCH_OPERANDS:
+                        for s, t in value:
+                            names.add(reg_name(s))
+                            names.add(reg_name(t))
+                    elif kind is OperandKind.BRANCH_TABLE_CASES:
+                        for _, pairs in value:
+                            for s, t in pairs:
+                                names.add(reg_name(s))
+                                names.add(reg_name(t))
+        return names
+
+    def branches_to(self, index: int, target_index: int) -> bool:
+        _, instructions = self.plan.blocks[index]
+        if not instructions:
+            return False
+        d = instructions[-1]
+        for operand, value in zip(d.instruction.operands, d.values):
+            if operand.kind is OperandKind.BRANCH_TARGET and value in self.block_index \
+                    and self.block_id(value) == target_index:
+                return True
+            if operand.kind is OperandKind.BRANCH_TABLE_CASES:
+                if any(self.block_id(t) == target_index for t, _ in value):
+                    return True
+        return False
+
+    # -- blocks ---------------------------------------------------------------------------------
+    def emit_block(self, index: int, indent: int, in_dispatch: bool) -> None:
+        pc, instructions = self.plan.blocks[index]
+        out = self.out
+        self_loop = in_dispatch and self.branches_to(index, index)
+        if self_loop:
+            out.pc = pc
+            out.emit(indent, "while True:")
+            indent += 1
+        if self.plan.checkpoints:
+            out.pc = pc
+            out.emit(indent, f"CHECKPOINT({len(instructions)})")
+        for d in instructions:
+            out.pc = d.pc
+            if d.instruction.is_terminator:
+                self.emit_terminator(d, index, indent, in_dispatch, self_loop)
+            else:
+                self.emit_instruction(d, indent)
+        if not instructions or not instructions[-1].instruction.is_terminator:
+            # Verified code always ends blocks with a terminator; a vm.fail with a zero
+            # status falls through into the next block (upstream keeps executing).
+            self.emit_goto(index + 1, index, indent, self_loop)
+
+    def emit_goto(self, target: int, current: int, indent: int, self_loop: bool,
+                  moves=()) -> None:
+        out = self.out
+        for stmt in moves:
+            out.emit(indent, stmt)
+        if target >= len(self.plan.blocks):
+            # Only a vm.fail with a zero status in the last block gets here.
+            out.emit(indent, "FAIL(9, 'execution fell through the end of the function')")
+            return
+        if self_loop:
+            if target == current:
+                out.emit(indent, "continue")
+            else:
+                out.emit(indent, f"blk = {target}")
+                out.emit(indent, "break")
+            return
+        out.emit(indent, f"blk = {target}")
+        if target <= current:
+            out.emit(indent, "continue")
+
+    # -- terminators ------------------------------------------------------------------------------
+    def emit_terminator(self, d: Decoded, index: int, indent: int, in_dispatch: bool,
+                        self_loop: bool) -> None:
+        symbol = d.instruction.symbol
+        v = d.values
+        out = self.out
+        if symbol in ("Branch", "Break"):
+            self.emit_goto(self.block_id(v[0]), index, indent, self_loop, self.remap(v[1]))
+        elif symbol == "CondBreak":
+            self.emit_goto(self.block_id(v[1]), index, indent, self_loop, self.remap(v[2]))
+        elif symbol == "CondBranch":
+            cond, t_pc, t_ops, f_pc, f_ops = v
+            out.emit(indent, f"if {reg_name(cond)}:")
+            self.emit_goto(self.block_id(t_pc), index, indent + 1, self_loop, self.remap(t_ops))
+            out.emit(indent, "else:")
+            self.emit_goto(self.block_id(f_pc), index, indent + 1, self_loop, self.remap(f_ops))
+        elif symbol == "BranchTable":
+            index_reg, default_pc, default_ops, _, cases = v
+            name = reg_name(index_reg)
+            for case_index, (case_pc, case_ops) in enumerate(cases):
+                out.emit(indent, f"{'if' if case_index == 0 else 'elif'} {name} == {case_index}:")
+                self.emit_goto(self.block_id(case_pc), index, indent + 1, self_loop,
+                               self.remap(case_ops))
+            if cases:
+                out.emit(indent, "else:")
+                self.emit_goto(self.block_id(default_pc), index, indent + 1, self_loop,
+                               self.remap(default_ops))
+            else:
+                self.emit_goto(self.block_id(default_pc), index, indent, self_loop,
+                               self.remap(default_ops))
+        elif symbol == "Return":
+            names = [reg_name(r) for r in v[0]]
+            if not names:
+                out.emit(indent, "return")
+            elif len(names) == 1:
+                out.emit(indent, f"return {names[0]}")
+            else:
+                out.emit(indent, f"return ({', '.join(names)})")
+        elif symbol == "Fail":
+            status, message = v
+            out.emit(indent, f"if {reg_name(status)}:")
+            text = bytes(message).decode("utf-8", "replace")
+            out.emit(indent + 1, f"FAIL({reg_name(status)}, {text!r})")
+            # A zero status is not a failure: execution continues with the next block.
+            self.emit_goto(index + 1, index, indent, self_loop)
+        elif symbol == "Yield":
+            for stmt in self.remap(v[1]):
+                out.emit(indent, stmt)
+            out.emit(indent, "yield")
+            self.emit_goto(self.block_id(v[0]), index, indent, self_loop)
+        elif symbol in ("CallYieldable", "CallVariadicYieldable"):
+            self.emit_call(d, indent, yieldable=True)
+            dest = v[-2]
+            self.emit_goto(self.block_id(dest), index, indent, self_loop)
+        else:  # pragma: no cover - the verifier admits no other terminators
+            raise AssertionError(symbol)
+
+    # -- calls ---------------------------------------------------------------------------------------
+    def call_arguments(self, target: CallTarget, segment_sizes, operands) -> list[str]:
+        """Argument expressions: one per cconv element; spans become lists of tuples."""
+        fragment = target.arguments
+        if segment_sizes is None:
+            return [reg_name(r) for r in operands]
+        args, reg_i, seg_i, i = [], 0, 0, 0
+        while i < len(fragment):
+            ch = fragment[i]
+            if ch == "C":
+                end = fragment.find("D", i + 1)
+                span = [c for c in fragment[i + 1:end] if c != "v"]
+                count = segment_sizes[seg_i]
+                tuples = []
+                for _ in range(count):
+                    members = [reg_name(r) for r in operands[reg_i:reg_i + len(span)]]
+                    reg_i += len(span)
+                    tuples.append("(" + ", ".join(members) + ("," if len(members) == 1 else "") + ")")
+                args.append("[" + ", ".join(tuples) + "]")
+                i = end
+            elif ch != "v":
+                args.append(reg_name(operands[reg_i]))
+                reg_i += 1
+            i += 1
+            seg_i += 1
+        return args
+
+    def emit_call(self, d: Decoded, indent: int, yieldable: bool) -> None:
+        inst = d.instruction
+        names = [o.name for o in inst.operands]
+        values = dict(zip(names, d.values))
+        callee = values["callee_ordinal"]
+        operands = values["operands"]
+        results = values["results"]
+        target: CallTarget = self.plan.call_target(callee)
+        args = self.call_arguments(target, values.get("segment_sizes"), operands)
+        if target.kind == "internal":
+            fn = f"F{target.index}"
+        else:
+            # Yieldable sites get the raw import (it may return a generator); plain
+            # sites get a callable that always completes (vmrt.vm.context binds both).
+            fn = f"IY{target.index}" if yieldable else f"I{target.index}"
+        call = f"{fn}({', '.join(args)})"
+        result_names = [reg_name(r) for r in results]
+        out = self.out
+        if yieldable and target.kind == "import":
+            # A native import may hand back a generator: each of its yields suspends
+            # the whole VM stack (upstream's DEFERRED), and its return is the result.
+            tmp = self.temp()
+            out.emit(indent, f"{tmp} = {call}")
+            out.emit(indent, f"if {tmp}.__class__ is GENERATOR: {tmp} = yield from {tmp}")
+            call = tmp
+        elif target.kind == "internal" and target.is_generator:
+            if yieldable or self.plan.is_generator:
+                call = f"(yield from {call})"
+            else:
+                call = f"RUN_TO_COMPLETION({call})"
+        if not result_names:
+            out.emit(indent, call)
+        elif len(result_names) == 1:
+            out.emit(indent, f"{result_names[0]} = {call}")
+        else:
+            out.emit(indent, f"{', '.join(result_names)} = {call}")
+        written = set(result_names)
+        for r in operands:
+            if is_move(r) and reg_name(r) not in written:
+                out.emit(indent, f"{reg_name(r)} = None")
+
+    # -- ordinary instructions ------------------------------------------------------------------------
+    def operand_map(self, d: Decoded) -> dict[str, str]:
+        mapping = {}
+        for operand, value in zip(d.instruction.operands, d.values):
+            kind = operand.kind
+            if kind is OperandKind.REGISTER:
+                mapping[operand.name] = reg_name(value)
+            elif kind in (OperandKind.VARIADIC_OPERANDS, OperandKind.VARIADIC_RESULTS):
+                mapping[operand.name] = ", ".join(reg_name(r) for r in value)
+                mapping["count"] = str(len(value))
+            elif kind is OperandKind.STRING_ATTR:
+                mapping[operand.name] = repr(bytes(value).decode("utf-8", "replace"))
+            else:
+                mapping[operand.name] = literal(value)
+        return mapping
+
+    def emit_instruction(self, d: Decoded, indent: int) -> None:
+        inst = d.instruction
+        symbol = inst.symbol
+        out = self.out
+        special = getattr(self, "op_" + symbol, None)
+        if special is None:
+            special = _FAMILY_HANDLERS.get(symbol)
+            if special is not None:
+                special = special.__get__(self)
+        if special is not None:
+            special(d, indent)
+        else:
+            template = SEMANTICS[symbol]
+            mapping = self.operand_map(d)
+            for line in template.split("\n"):
+                if line.startswith(("W32 ", "W64 ", "F32 ")):
+                    macro, target = line.split(" ", 1)
+                    target = target.format(**mapping)
+                    text = {"W32": _WRAP32, "W64": _WRAP64, "F32": _ROUND32}[macro]
+                    out.emit(indent, text.format(x=target))
+                else:
+                    out.emit(indent, line.format(**mapping))
+        self.emit_moves(d, indent)
+
+    def emit_moves(self, d: Decoded, indent: int) -> None:
+        """Clears ref registers read with the move bit (their ref moved away)."""
+        if d.instruction.symbol in _MOVE_HANDLED:
+            return
+        written = set()
+        moved = []
+        for operand, value in zip(d.instruction.operands, d.values):
+            if operand.kind is OperandKind.REGISTER and operand.bank == "ref":
+                if operand.access == "w":
+                    written.add(reg_name(value))
+                elif operand.move and is_move(value):
+                    moved.append(reg_name(value))
+            elif operand.kind is OperandKind.VARIADIC_OPERANDS and operand.move:
+                moved.extend(reg_name(r) for r in value if is_move(r))
+        for name in moved:
+            if name not in written:
+                self.out.emit(indent, f"{name} = None")
+
+    # Refs ----------------------------------------------------------------------------------------
+    def op_AssignRef(self, d, indent):
+        src, dst = d.values
+        if reg_name(src) != reg_name(dst):
+            self.out.emit(indent, f"{reg_name(dst)} = {reg_name(src)}")
+            if is_move(src):
+                self.out.emit(indent, f"{reg_name(src)} = None")
+
+    def op_DiscardRefs(self, d, indent):
+        names = [reg_name(r) for r in d.values[0] if is_move(r)]
+        if names:
+            self.out.emit(indent, " = ".join(names) + " = None")
+
+    def op_ConstRefRodata(self, d, indent):
+        ordinal, result = d.values
+        self.out.emit(indent, f"{reg_name(result)} = RODATA[{ordinal}]")
+
+    def op_CastAnyRef(self, d, indent):
+        operand, type_id, result = d.values
+        self.out.emit(indent, f"{reg_name(result)} = CAST({reg_name(operand)}, {type_id})")
+
+    def op_SelectRef(self, d, indent):
+        cond, type_id, t, f, result = d.values
+        self.out.emit(indent, f"{reg_name(result)} = CAST({reg_name(t)} if {reg_name(cond)} "
+                              f"else {reg_name(f)}, {type_id})")
+
+    def op_SwitchRef(self, d, indent):
+        index, type_id, default, values, result = d.values
+        idx = reg_name(index)
+        items = ", ".join(reg_name(r) for r in values)
+        self.out.emit(indent, f"{reg_name(result)} = CAST(({items},)[{idx}] if 0 <= {idx} < "
+                              f"{len(values)} else {reg_name(default)}, {type_id})")
+
+    def op_ImportResolved(self, d, indent):
+        ordinal, result = d.values
+        self.out.emit(indent, f"{reg_name(result)} = RESOLVED[{ordinal & ~IMPORT_BIT}]")
+
+    def op_Call(self, d, indent):
+        self.emit_call(d, indent, yieldable=False)
+
+    op_CallVariadic = op_Call
+
+    def op_Trace(self, d, indent):
+        name, operands = d.values
+        args = ", ".join(reg_name(r) for r in operands)
+        self.out.emit(indent, f"TRACE({bytes(name).decode('utf-8', 'replace')!r}, ({args}{',' if len(operands) == 1 else ''}))")
+
+    def op_Print(self, d, indent):
+        name, operands = d.values
+        args = ", ".join(reg_name(r) for r in operands)
+        self.out.emit(indent, f"PRINT({bytes(name).decode('utf-8', 'replace')!r}, ({args}{',' if len(operands) == 1 else ''}))")
+
+    def op_ListGetRef(self, d, indent):
+        lst, index, type_id, result = d.values
+        # A move bit on the result moves the element out of the list (upstream).
+        getter = "take_ref" if is_move(result) else "get_ref"
+        self.out.emit(indent, f"{reg_name(result)} = REF_OR_NULL({reg_name(lst)}.{getter}("
+                              f"{reg_name(index)}), {type_id})")
+
+    # Globals ---------------------------------------------------------------------------------------
+    def emit_global(self, d, indent, width: int, code: str, store: bool, indirect: bool):
+        offset, reg = d.values[0], d.values[-1]
+        name = reg_name(reg)
+        view = f"RW_{code}"
+        if indirect:
+            off = reg_name(offset)
+            if store:
+                self.out.emit(indent, f"GLOBAL_STORE_{code}({off}, {name})")
+            else:
+                self.out.emit(indent, f"{name} = GLOBAL_LOAD_{code}({off})")
+            return
+        if offset % width == 0:
+            slot = f"{view}[{offset // width}]"
+        else:
+            slot = None
+        if store:
+            if slot:
+                self.out.emit(indent, f"{slot} = {name}")
+            else:
+                self.out.emit(indent, f"GLOBAL_STORE_{code}({offset}, {name})")
+        else:
+            self.out.emit(indent, f"{name} = {slot}" if slot else
+                          f"{name} = GLOBAL_LOAD_{code}({offset})")
+
+    def emit_global_ref(self, d, indent, store: bool, indirect: bool):
+        index, type_id, reg = d.values
+        name = reg_name(reg)
+        slot = f"REFS[{reg_name(index) if indirect else index}]"
+        if indirect:
+            self.out.emit(indent, f"CHECK_GLOBAL_REF({reg_name(index)})")
+        if store:
+            self.out.emit(indent, f"{slot} = CAST({name}, {type_id})")
+            if is_move(reg):
+                self.out.emit(indent, f"{name} = None")
+        else:
+            self.out.emit(indent, f"{name} = CAST({slot}, {type_id})")
+
+    # Buffers and lists are method calls on vmrt.vm.buffer / vmrt.vm.list objects.
+    def emit_method(self, d, indent, template: str):
+        self.out.emit(indent, template.format(**self.operand_map(d)))
+
+
+def _global_handler(width, code, store, indirect):
+    def handler(self, d, indent):
+        self.emit_global(d, indent, width, code, store, indirect)
+    return handler
+
+
+def _global_ref_handler(store, indirect):
+    def handler(self, d, indent):
+        self.emit_global_ref(d, indent, store, indirect)
+    return handler
+
+
+def _method_handler(template):
+    def handler(self, d, indent):
+        self.emit_method(d, indent, template)
+    return handler
+
+
+_FAMILY_HANDLERS = {}
+for _bank, _width, _code in (("I32", 4, "I32"), ("I64", 8, "I64"), ("F32", 4, "F32"),
+                             ("F64", 8, "F64")):
+    _FAMILY_HANDLERS[f"GlobalLoad{_bank}"] = _global_handler(_width, _code, False, False)
+    _FAMILY_HANDLERS[f"GlobalStore{_bank}"] = _global_handler(_width, _code, True, False)
+    _FAMILY_HANDLERS[f"GlobalLoadIndirect{_bank}"] = _global_handler(_width, _code, False, True)
+    _FAMILY_HANDLERS[f"GlobalStoreIndirect{_bank}"] = _global_handler(_width, _code, True, True)
+_FAMILY_HANDLERS["GlobalLoadRef"] = _global_ref_handler(False, False)
+_FAMILY_HANDLERS["GlobalStoreRef"] = _global_ref_handler(True, False)
+_FAMILY_HANDLERS["GlobalLoadIndirectRef"] = _global_ref_handler(False, True)
+_FAMILY_HANDLERS["GlobalStoreIndirectRef"] = _global_ref_handler(True, True)
+
+# vm.buffer and vm.list instructions: the formula is a call on the object.
+_METHODS = {
+    "BufferAlloc": "{result} = BUFFER_ALLOC({length}, {alignment})",
+    "BufferClone": "{result} = BUFFER_CLONE({source}, {offset}, {length}, {alignment})",
+    "BufferLength": "{result} = {buffer}.length",
+    "BufferCopy": "BUFFER_COPY({source_buffer}, {source_offset}, {target_buffer}, {target_offset}, {length})",
+    "BufferCompare": "{result} = BUFFER_COMPARE({lhs_buffer}, {lhs_offset}, {rhs_buffer}, {rhs_offset}, {length})",
+    "BufferHash": "{result} = {source_buffer}.hash({source_offset}, {length})",
+    "BufferFillI8": "{target_buffer}.fill_i8({target_offset}, {length}, {value})",
+    "BufferFillI16": "{target_buffer}.fill_i16({target_offset}, {length}, {value})",
+    "BufferFillI32": "{target_buffer}.fill_i32({target_offset}, {length}, {value})",
+    "BufferFillI64": "{target_buffer}.fill_i64({target_offset}, {length}, {value})",
+    "BufferFillF32": "{target_buffer}.fill_f32({target_offset}, {length}, {value})",
+    "BufferFillF64": "{target_buffer}.fill_f64({target_offset}, {length}, {value})",
+    "BufferLoadI8U": "{result} = {source_buffer}.load_i8u({source_offset})",
+    "BufferLoadI8S": "{result} = {source_buffer}.load_i8s({source_offset})",
+    "BufferLoadI16U": "{result} = {source_buffer}.load_i16u({source_offset})",
+    "BufferLoadI16S": "{result} = {source_buffer}.load_i16s({source_offset})",
+    "BufferLoadI32": "{result} = {source_buffer}.load_i32({source_offset})",
+    "BufferLoadI64": "{result} = {source_buffer}.load_i64({source_offset})",
+    "BufferLoadF32": "{result} = {source_buffer}.load_f32({source_offset})",
+    "BufferLoadF64": "{result} = {source_buffer}.load_f64({source_offset})",
+    "BufferStoreI8": "{target_buffer}.store_i8({target_offset}, {value})",
+    "BufferStoreI16": "{target_buffer}.store_i16({target_offset}, {value})",
+    "BufferStoreI32": "{target_buffer}.store_i32({target_offset}, {value})",
+    "BufferStoreI64": "{target_buffer}.store_i64({target_offset}, {value})",
+    "BufferStoreF32": "{target_buffer}.store_f32({target_offset}, {value})",
+    "BufferStoreF64": "{target_buffer}.store_f64({target_offset}, {value})",
+    "ListAlloc": "{result} = LIST_ALLOC({element_type}, {initial_capacity})",
+    "ListReserve": "{list}.reserve({minimum_capacity})",
+    "ListSize": "{result} = {list}.size",
+    "ListResize": "{list}.resize({new_size})",
+    "ListGetI32": "{result} = {list}.get_i32({index})",
+    "ListSetI32": "{list}.set_i32({index}, {value})",
+    "ListGetI64": "{result} = {list}.get_i64({index})",
+    "ListSetI64": "{list}.set_i64({index}, {value})",
+    "ListGetF32": "{result} = {list}.get_f32({index})",
+    "ListSetF32": "{list}.set_f32({index}, {value})",
+    "ListGetF64": "{result} = {list}.get_f64({index})",
+    "ListSetF64": "{list}.set_f64({index}, {value})",
+    "ListSetRef": "{list}.set_ref({index}, {value})",
+}
+for _symbol, _template in _METHODS.items():
+    _FAMILY_HANDLERS[_symbol] = _method_handler(_template)
+
+# Instructions whose handler already applies the move semantics of its operands.
+_MOVE_HANDLED = frozenset({"AssignRef", "DiscardRefs", "Call", "CallVariadic",
+                           "GlobalStoreRef", "GlobalStoreIndirectRef"})
+
+#: Every non-control instruction has a formula or a handler (checked by tests).
+HANDLED = frozenset(SEMANTICS) | frozenset(_FAMILY_HANDLERS) | frozenset(
+    name[3:] for name in dir(FunctionGenerator) if name.startswith("op_"))

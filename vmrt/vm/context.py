@@ -1,0 +1,452 @@
+"""Instances, contexts and invocation: modules registered in order, imports resolved
+by full name, exports called from Python with VM errors carrying a VM stack.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import types
+
+from vmrt.errors import StatusCode, VMError, VmrtError
+from vmrt.isa.decoder import decode_at
+from vmrt.vm import cconv as cconv_mod
+from vmrt.vm.buffer import VMBuffer
+from vmrt.vm.list import VMList
+from vmrt.vm.module import BytecodeModuleInstance, Module
+from vmrt.vm.numerics import f32
+from vmrt.vm.ref import RefObject
+
+#: Deepest VM call stack (frames) before RESOURCE_EXHAUSTED; each VM frame is
+#: one Python frame, so this also bounds Python's recursion.
+DEFAULT_MAX_DEPTH = 2000
+
+
+class Instance:
+    """The root of a set of contexts (upstream iree_vm_instance_t).
+
+    Ref types are registered process-wide (vmrt.vm.ref); the instance carries
+    defaults for the contexts created from it.
+    """
+
+    def __init__(self, *, max_depth: int = DEFAULT_MAX_DEPTH):
+        self.max_depth = max_depth
+
+
+def _default_print(name: str, values) -> None:
+    print(f"{name}: {', '.join(map(str, values))}", file=sys.stderr)
+
+
+class Context:
+    """Modules registered in order; each one's imports resolve against those before it."""
+
+    def __init__(self, instance: Instance | None = None, modules=(), *,
+                 trace_hook=None, print_hook=None, checkpoints: bool = False):
+        self.instance = instance or Instance()
+        self.trace_hook = trace_hook or (lambda name, values: None)
+        self.print_hook = print_hook or _default_print
+        self.checkpoints = checkpoints
+        self.instances: list = []
+        self._by_name: dict[str, object] = {}
+        self._closed = False
+        for module in modules:
+            self.register(module)
+
+    # Check point left in every block when `checkpoints` is on (limits come later).
+    def checkpoint(self, instructions: int) -> None:
+        pass
+
+    # -- registration -----------------------------------------------------------------------
+    def register(self, module: Module):
+        if module.name in self._by_name:
+            raise VMError(f"a module named '{module.name}' is already registered",
+                          StatusCode.ALREADY_EXISTS)
+        for dep in module.dependencies():
+            provider = self._by_name.get(dep.name)
+            if provider is None:
+                if dep.optional:
+                    continue
+                raise VMError(f"module '{module.name}' depends on '{dep.name}' (version >= "
+                              f"{dep.minimum_version}), which is not registered",
+                              StatusCode.NOT_FOUND)
+            version = provider.module.version
+            if version < dep.minimum_version:
+                raise VMError(f"module '{module.name}' needs '{dep.name}' version >= "
+                              f"{dep.minimum_version}, but version {version} is registered",
+                              StatusCode.FAILED_PRECONDITION)
+        instance = module.instantiate(self)
+        for ordinal, decl in enumerate(module.imports()):
+            self._resolve(instance, ordinal, decl)
+        self._by_name[module.name] = instance
+        self.instances.append(instance)
+        try:
+            with self._vm_errors():
+                instance.initialize()
+        except BaseException:
+            self.instances.pop()
+            del self._by_name[module.name]
+            raise
+        return instance
+
+    def _resolve(self, instance, ordinal: int, decl) -> None:
+        module_name, _, function_name = decl.full_name.partition(".")
+        provider = self._by_name.get(module_name)
+        export_cconv = provider.module.export_cconv(function_name) if provider else None
+        if provider is None or export_cconv is None and function_name not in \
+                provider.module.export_names():
+            if decl.optional:
+                return
+            raise VMError(f"required import '{decl.full_name}' of module "
+                          f"'{instance.module.name}' was not found", StatusCode.NOT_FOUND)
+        if decl.cconv and export_cconv and not cconv_compatible(decl.cconv, export_cconv):
+            raise VMError(f"import '{decl.full_name}' expects cconv '{decl.cconv}' but the "
+                          f"export has '{export_cconv}'", StatusCode.INVALID_ARGUMENT)
+        fn = provider.lookup(function_name)
+        is_generator = getattr(provider, "is_generator", lambda name: False)(function_name)
+        if is_generator:
+            def completing(*args, _fn=fn):
+                return _drive(_fn(*args))
+            instance.resolve_import(ordinal, completing, fn)
+        else:
+            instance.resolve_import(ordinal, fn)
+
+    def module(self, name: str):
+        instance = self._by_name.get(name)
+        if instance is None:
+            raise VMError(f"no module named '{name}' in this context", StatusCode.NOT_FOUND)
+        return instance
+
+    # -- calls ----------------------------------------------------------------------------------
+    def function(self, full_name: str) -> "Function":
+        module_name, sep, function_name = full_name.rpartition(".")
+        if not sep:
+            raise VMError(f"function name '{full_name}' must be module.function",
+                          StatusCode.INVALID_ARGUMENT)
+        instance = self.module(module_name)
+        cconv = instance.module.export_cconv(function_name)
+        fn = instance.lookup(function_name)
+        if fn is None:
+            raise VMError(f"module '{module_name}' has no export '{function_name}'",
+                          StatusCode.NOT_FOUND)
+        return Function(self, instance, function_name, cconv or "", fn)
+
+    def run_to_completion(self, result):
+        return _drive(result)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        errors = []
+        for instance in reversed(self.instances):
+            try:
+                with self._vm_errors():
+                    instance.deinitialize()
+            except VmrtError as error:
+                errors.append(error)
+        self.instances.clear()
+        self._by_name.clear()
+        if errors:
+            raise errors[0]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- errors -----------------------------------------------------------------------------------
+    def _vm_errors(self):
+        return _VMErrorScope(self)
+
+    def vm_stack(self, tb) -> list[str]:
+        """VM frames (innermost first) of a traceback through generated code."""
+        frames = []
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename.startswith("<vmrt "):
+                for instance in self.instances:
+                    named = instance.frame_name(code)
+                    if named is not None:
+                        name, ordinal = named
+                        pc = instance.pc_for_line(ordinal, tb.tb_lineno)
+                        frames.append(_frame_label(instance, name, ordinal, pc))
+                        break
+            tb = tb.tb_next
+        frames.reverse()
+        return frames
+
+
+def _frame_label(instance, name: str, ordinal: int, pc) -> str:
+    if pc is None:
+        return name
+    label = f"{name}+{pc:08X}"
+    location = source_location(instance.module.definition, ordinal, pc)
+    return f"{label} ({location})" if location else label
+
+
+def source_location(definition, ordinal: int, pc: int) -> str | None:
+    """file:line:col of the op at `pc` from the module's debug database, if any."""
+    debug = definition.debug_database
+    if debug is None or ordinal >= len(debug.functions or ()):
+        return None
+    source_map = debug.functions[ordinal]
+    if source_map is None or not source_map.locations:
+        return None
+    best = None
+    for entry in source_map.locations:
+        if entry.bytecode_offset <= pc + 1:
+            best = entry.location
+        else:
+            break
+    table = debug.location_table
+    seen = 0
+    while best is not None and 0 <= best < len(table) and seen < 16:
+        seen += 1
+        loc = table[best]
+        if loc is None:
+            return None
+        if hasattr(loc, "filename"):
+            return f"{loc.filename}:{loc.line}:{loc.column}"
+        if hasattr(loc, "caller"):
+            best = loc.callee
+        elif hasattr(loc, "child_location"):
+            best = loc.child_location
+        elif hasattr(loc, "locations"):
+            best = loc.locations[0] if loc.locations else None
+        else:
+            return None
+    return None
+
+
+class _VMErrorScope:
+    """Turns any exception escaping generated code into a VMError with a VM stack."""
+
+    def __init__(self, context: Context):
+        self.context = context
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is None or isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit,
+                                           StopIteration)):
+            return False
+        stack = self.context.vm_stack(tb)
+        if isinstance(exc, VMError):
+            if not exc.stack:
+                exc.stack = stack
+            return False
+        error = translate_exception(exc, self.context, tb)
+        error.stack = stack
+        raise error from None
+
+
+def _failing_instruction(context: Context, tb) -> str | None:
+    """vm mnemonic of the instruction where an exception was raised, if in generated code."""
+    last = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename.startswith("<vmrt "):
+            last = (code, tb.tb_lineno)
+        tb = tb.tb_next
+    if last is None:
+        return None
+    code, line = last
+    for instance in context.instances:
+        named = instance.frame_name(code)
+        if named is not None:
+            _, ordinal = named
+            pc = instance.pc_for_line(ordinal, line)
+            if pc is None:
+                return None
+            descriptor = instance.module.definition.function_descriptors[ordinal]
+            start = descriptor.bytecode_offset
+            body = memoryview(instance.module.definition.bytecode_data)[
+                start:start + descriptor.bytecode_length]
+            try:
+                return decode_at(body, pc, len(body)).instruction.vm_name
+            except VmrtError:
+                return None
+    return None
+
+
+def translate_exception(exc: BaseException, context: Context, tb) -> VMError:
+    where = _failing_instruction(context, tb)
+    prefix = f"{where}: " if where else ""
+    if isinstance(exc, VmrtError):
+        return VMError(exc.message, exc.code)
+    if isinstance(exc, ZeroDivisionError):
+        return VMError(f"{prefix}integer division by zero", StatusCode.INVALID_ARGUMENT)
+    if isinstance(exc, RecursionError):
+        return VMError(f"{prefix}VM call stack depth exceeded", StatusCode.RESOURCE_EXHAUSTED)
+    if isinstance(exc, MemoryError):
+        return VMError(f"{prefix}out of memory", StatusCode.RESOURCE_EXHAUSTED)
+    if isinstance(exc, AttributeError):
+        if "'NoneType'" in str(exc):
+            return VMError(f"{prefix}null ref operand", StatusCode.INVALID_ARGUMENT)
+        return VMError(f"{prefix}ref operand of the wrong type ({exc})",
+                       StatusCode.INVALID_ARGUMENT)
+    if isinstance(exc, (struct.error, OverflowError, ValueError, TypeError, IndexError)):
+        return VMError(f"{prefix}{type(exc).__name__}: {exc}", StatusCode.INVALID_ARGUMENT)
+    return VMError(f"{prefix}internal error: {type(exc).__name__}: {exc}", StatusCode.INTERNAL)
+
+
+def _drive(result):
+    """Runs a generator (a suspended VM stack) to completion: each yield resumes."""
+    if result.__class__ is not types.GeneratorType:
+        return result
+    try:
+        while True:
+            next(result)
+    except StopIteration as stop:
+        return stop.value
+
+
+def cconv_compatible(import_cconv: str, export_cconv: str) -> bool:
+    try:
+        return cconv_mod.split_fragments(import_cconv) == cconv_mod.split_fragments(export_cconv)
+    except VmrtError:
+        return False
+
+
+# -- Python values <-> registers ----------------------------------------------------------------
+def _to_i32(value) -> int:
+    v = int(value)
+    if not -(1 << 31) <= v < (1 << 32):
+        raise ValueError(f"{value!r} does not fit in i32")
+    return v - (1 << 32) if v >= (1 << 31) else v
+
+
+def _to_i64(value) -> int:
+    v = int(value)
+    if not -(1 << 63) <= v < (1 << 64):
+        raise ValueError(f"{value!r} does not fit in i64")
+    return v - (1 << 64) if v >= (1 << 63) else v
+
+
+def _to_ref(value):
+    if value is None or isinstance(value, RefObject):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return VMBuffer.from_bytes(value)
+    if hasattr(value, "__array_interface__"):
+        return VMBuffer.from_array(value)
+    if isinstance(value, (list, tuple)):
+        return VMList.from_values(value)
+    raise TypeError(f"{type(value).__name__} is not a ref (buffer, list or None)")
+
+
+_CONVERT = {"i": _to_i32, "I": _to_i64, "f": lambda v: f32(float(v)), "F": float, "r": _to_ref}
+
+
+def _convert_arguments(fragment: str, args) -> list:
+    converted = []
+    values = list(args)
+    i = 0
+    index = 0
+    while i < len(fragment):
+        ch = fragment[i]
+        if ch == "v":
+            i += 1
+            continue
+        if index >= len(values):
+            raise VMError(f"expected {count_arguments(fragment)} arguments, got {len(values)}",
+                          StatusCode.INVALID_ARGUMENT)
+        value = values[index]
+        if ch == "C":
+            end = fragment.find("D", i + 1)
+            span = [c for c in fragment[i + 1:end] if c != "v"]
+            tuples = []
+            for item in value:
+                item = item if isinstance(item, (tuple, list)) else (item,)
+                if len(item) != len(span):
+                    raise VMError(f"argument {index}: span entries need {len(span)} values",
+                                  StatusCode.INVALID_ARGUMENT)
+                tuples.append(tuple(_CONVERT[c](v) for c, v in zip(span, item)))
+            converted.append(tuples)
+            i = end + 1
+        else:
+            try:
+                converted.append(_CONVERT[ch](value))
+            except (TypeError, ValueError, OverflowError) as error:
+                raise VMError(f"argument {index}: {error}", StatusCode.INVALID_ARGUMENT) from None
+            i += 1
+        index += 1
+    if index != len(values):
+        raise VMError(f"expected {count_arguments(fragment)} arguments, got {len(values)}",
+                      StatusCode.INVALID_ARGUMENT)
+    return converted
+
+
+def count_arguments(fragment: str) -> int:
+    count, i = 0, 0
+    while i < len(fragment):
+        if fragment[i] == "C":
+            i = fragment.find("D", i + 1)
+            count += 1
+        elif fragment[i] != "v":
+            count += 1
+        i += 1
+    return count
+
+
+class Function:
+    """A callable export: converts Python arguments, runs, converts results."""
+
+    def __init__(self, context: Context, instance, name: str, cconv: str, fn):
+        self.context = context
+        self.instance = instance
+        self.name = name
+        self.cconv = cconv
+        self.arguments, self.results = cconv_mod.split_fragments(cconv)
+        self._fn = fn
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.instance.module.name}.{self.name}"
+
+    def __repr__(self) -> str:
+        return f"<vmrt function {self.full_name} {self.cconv!r}>"
+
+    def __call__(self, *args):
+        converted = _convert_arguments(self.arguments, args)
+        with self.context._vm_errors():
+            return _drive(self._fn(*converted))
+
+    def invoke_async(self, *args) -> "Invocation":
+        """Starts a call that may yield; resume it step by step with Invocation.resume."""
+        converted = _convert_arguments(self.arguments, args)
+        with self.context._vm_errors():
+            result = self._fn(*converted)
+        return Invocation(self.context, result)
+
+
+class Invocation:
+    """A call in progress: each resume() runs the VM stack until its next yield."""
+
+    def __init__(self, context: Context, result):
+        self.context = context
+        self._generator = result if result.__class__ is types.GeneratorType else None
+        self.done = self._generator is None
+        self.result = None if self._generator else result
+        self.yields = 0
+
+    def resume(self) -> bool:
+        """Runs until the next yield (False) or completion (True)."""
+        if self.done:
+            return True
+        try:
+            with self.context._vm_errors():
+                next(self._generator)
+        except StopIteration as stop:
+            self.done = True
+            self.result = stop.value
+            return True
+        self.yields += 1
+        return False
+
+    def wait(self):
+        while not self.resume():
+            pass
+        return self.result

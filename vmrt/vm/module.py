@@ -1,0 +1,400 @@
+"""Modules: the interface every module implements, and bytecode modules.
+
+As in IREE's vm/module.h a module is a small interface: a name, a version, its
+exports (name -> cconv) and imports, and `instantiate(context)` giving the
+per-context state that serves calls. Bytecode modules (this file) and native
+modules (vmrt.native) are the two implementations; contexts see only this.
+
+Calls across the interface use the Python calling convention of vmrt: one
+positional argument per cconv element (ints for i/I, floats for f/F, ref objects
+or None for r, and for a span `CxyD` a list of tuples), and one result, a tuple
+of results, or None. A yieldable callee may return a generator: each value it
+yields suspends the VM stack (upstream's DEFERRED) and its return value is the
+result.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+from vmrt.errors import ModuleFormatError, StatusCode, VMError, VmrtError
+from vmrt.format import read_module
+from vmrt.isa.decoder import decode_function
+from vmrt.vm import cconv as cconv_mod
+from vmrt.vm import codegen, numerics
+from vmrt.vm.buffer import VMBuffer, buffer_alloc, buffer_clone, buffer_compare, buffer_copy
+from vmrt.vm.list import list_alloc
+from vmrt.vm.ref import check_ref_type, ref_or_null, resolve_type
+from vmrt.vm.verifier import FEATURE_YIELD, IMPORT_ORDINAL_BIT, verify_module
+
+IMPORT_FLAG_OPTIONAL = 2
+DEPENDENCY_FLAG_OPTIONAL = 2
+
+
+@dataclass(frozen=True)
+class ImportDecl:
+    full_name: str
+    cconv: str
+    optional: bool
+
+    @property
+    def module_name(self) -> str:
+        return self.full_name.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class Dependency:
+    name: str
+    minimum_version: int
+    optional: bool
+
+
+class Module:
+    """The module interface (what a Context registers)."""
+
+    name: str
+    version: int = 0
+
+    def export_names(self) -> list[str]:
+        raise NotImplementedError
+
+    def export_cconv(self, name: str) -> str | None:
+        raise NotImplementedError
+
+    def imports(self) -> list[ImportDecl]:
+        return []
+
+    def dependencies(self) -> list[Dependency]:
+        return []
+
+    def instantiate(self, context) -> "ModuleInstance":
+        raise NotImplementedError
+
+
+class ModuleInstance:
+    """Per-context state of a module: serves its exports as Python callables."""
+
+    module: Module
+
+    def lookup(self, name: str):
+        """The callable for export `name`, or None."""
+        raise NotImplementedError
+
+    def resolve_import(self, ordinal: int, fn, yieldable_fn=None) -> None:
+        pass
+
+    def initialize(self) -> None:
+        """Runs after imports are resolved (a bytecode module's `__init`)."""
+
+    def deinitialize(self) -> None:
+        """Runs at context teardown (a bytecode module's `__deinit`)."""
+
+    def frame_name(self, code) -> tuple[str, int | None] | None:
+        """(function name, bytecode offset) for a Python code object of this
+        instance's generated functions, so errors can show a VM stack."""
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# Bytecode modules
+# --------------------------------------------------------------------------------------------
+class BytecodeModule(Module):
+    """A loaded and verified .vmfb, shared by every context it is registered in.
+
+    Each function is decoded and verified once here; it is compiled to Python
+    on its first call and the compiled code is kept for every later context.
+    """
+
+    def __init__(self, module_def, source: str = "<memory>"):
+        self.definition = module_def
+        self.source = source
+        self.name = module_def.name
+        self.version = module_def.version
+        self.verified = verify_module(module_def)
+        self.type_defs = [resolve_type(t.full_name, allow_placeholders=True)
+                          for t in module_def.types]
+        self.function_count = len(self.verified)
+        self._exports = {e.local_name: e.internal_ordinal for e in module_def.exported_functions}
+        self._imports = [
+            ImportDecl(i.full_name,
+                       (i.signature.calling_convention or "") if i.signature is not None else "",
+                       bool(i.flags & IMPORT_FLAG_OPTIONAL))
+            for i in module_def.imported_functions]
+        self._dependencies = [Dependency(d.name, d.minimum_version,
+                                         bool(d.flags & DEPENDENCY_FLAG_OPTIONAL))
+                              for d in module_def.dependencies]
+        self._function_names = self._names()
+        self.generators = self._find_generators()
+        self._code: dict[int, tuple] = {}
+        self.rodata = [VMBuffer.wrap_rodata(s.data) for s in module_def.rodata_segments]
+
+    # -- Module interface ----------------------------------------------------------------
+    def export_names(self) -> list[str]:
+        return list(self._exports)
+
+    def export_cconv(self, name: str) -> str | None:
+        ordinal = self._exports.get(name)
+        if ordinal is None:
+            return None
+        signature = self.definition.function_signatures[ordinal]
+        return signature.calling_convention if signature is not None else None
+
+    def export_ordinal(self, name: str) -> int | None:
+        return self._exports.get(name)
+
+    def imports(self) -> list[ImportDecl]:
+        return list(self._imports)
+
+    def dependencies(self) -> list[Dependency]:
+        return list(self._dependencies)
+
+    def instantiate(self, context) -> "BytecodeModuleInstance":
+        return BytecodeModuleInstance(self, context)
+
+    # -- functions -------------------------------------------------------------------------
+    def _names(self) -> dict[int, str]:
+        names: dict[int, str] = {}
+        debug = self.definition.debug_database
+        for export in self.definition.exported_functions:
+            names.setdefault(export.internal_ordinal, export.local_name)
+        if debug is not None:
+            for i, source_map in enumerate(debug.functions or ()):
+                if source_map is not None and source_map.local_name and i not in names:
+                    names[i] = source_map.local_name
+        return names
+
+    def function_name(self, ordinal: int) -> str:
+        return self._function_names.get(ordinal, f"function#{ordinal}")
+
+    def _find_generators(self) -> frozenset[int]:
+        """Functions that can suspend: they yield, call a yieldable import, or
+        (transitively) call such a function. They compile to Python generators."""
+        may_yield = {f.ordinal for f in self.verified if f.may_yield}
+        descriptors = self.definition.function_descriptors
+        for f in self.verified:
+            if descriptors[f.ordinal].requirements & FEATURE_YIELD and f.may_yield:
+                may_yield.add(f.ordinal)
+        changed = True
+        while changed:
+            changed = False
+            for f in self.verified:
+                if f.ordinal not in may_yield and f.callees & may_yield:
+                    may_yield.add(f.ordinal)
+                    changed = True
+        return frozenset(may_yield)
+
+    def call_target(self, callee: int) -> codegen.CallTarget:
+        if callee & IMPORT_ORDINAL_BIT:
+            index = callee & ~IMPORT_ORDINAL_BIT
+            decl = self._imports[index]
+            arguments, results = cconv_mod.split_fragments(decl.cconv)
+            return codegen.CallTarget("import", index, arguments, results, name=decl.full_name)
+        f = self.verified[callee]
+        return codegen.CallTarget("internal", callee, f.arguments, f.results,
+                                  is_generator=callee in self.generators,
+                                  name=self.function_name(callee))
+
+    def compiled(self, ordinal: int, checkpoints: bool = False):
+        """(code object, line -> pc map) of a function, compiling it on first use."""
+        key = (ordinal, checkpoints)
+        entry = self._code.get(key)
+        if entry is None:
+            entry = self._compile(ordinal, checkpoints)
+            self._code[key] = entry
+        return entry
+
+    def _compile(self, ordinal: int, checkpoints: bool):
+        descriptor = self.definition.function_descriptors[ordinal]
+        start = descriptor.bytecode_offset
+        blocks: list[tuple[int, list]] = []
+        for d in decode_function(self.definition.bytecode_data, start,
+                                 start + descriptor.bytecode_length):
+            if d.instruction.kind == "marker":
+                blocks.append((d.pc, []))
+            elif blocks:
+                blocks[-1][1].append(d)
+        verified = self.verified[ordinal]
+        plan = codegen.FunctionPlan(
+            ordinal=ordinal, name=self.function_name(ordinal),
+            arguments=verified.arguments, results=verified.results, blocks=blocks,
+            is_generator=ordinal in self.generators, call_target=self.call_target,
+            checkpoints=checkpoints)
+        generated = codegen.FunctionGenerator(plan).generate()
+        filename = f"<vmrt {self.name}.{plan.name}>"
+        module_code = compile(generated.source, filename, "exec")
+        function_code = next(c for c in module_code.co_consts
+                             if isinstance(c, types.CodeType) and c.co_name == generated.entry_name)
+        return function_code, generated.line_pcs, generated.source
+
+
+def load_module(source) -> BytecodeModule:
+    """Reads and verifies a module from a path, bytes-like object or ModuleDef."""
+    if hasattr(source, "function_descriptors"):
+        return BytecodeModule(source)
+    if isinstance(source, (str, Path)):
+        return BytecodeModule(read_module(source), str(source))
+    return BytecodeModule(read_module(source))
+
+
+# --------------------------------------------------------------------------------------------
+# Per-context state of a bytecode module
+# --------------------------------------------------------------------------------------------
+def _fail(status: int, message: str):
+    code = status & 0x1F
+    try:
+        code = StatusCode(code)
+    except ValueError:
+        code = StatusCode.UNKNOWN
+    raise VMError(message, code)
+
+
+def _run_to_completion(generator):
+    """Drives a yieldable callee reached from a call site that cannot yield."""
+    try:
+        while True:
+            next(generator)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _unresolved_import(name: str):
+    def call(*args):
+        raise VMError(f"optional import '{name}' is not resolved", StatusCode.NOT_FOUND)
+    return call
+
+
+class BytecodeModuleInstance(ModuleInstance):
+    """Globals, resolved imports and compiled functions of one module in one context."""
+
+    def __init__(self, module: BytecodeModule, context):
+        self.module = module
+        self.context = context
+        definition = module.definition
+        state = definition.module_state
+        rw_size = state.global_bytes_capacity if state is not None else 0
+        ref_count = state.global_ref_count if state is not None else 0
+        self.rwdata = bytearray(rw_size)
+        self.global_refs = [None] * ref_count
+        self.namespace = self._namespace()
+        self._code_ids: dict[int, int] = {}  # id(code object) -> ordinal
+
+    def _namespace(self) -> dict:
+        module = self.module
+        ns = {name: getattr(numerics, name) for name in dir(numerics) if not name.startswith("_")}
+        rw = memoryview(self.rwdata)
+        size = len(self.rwdata)
+        ns.update(
+            RW_I32=rw[:size - size % 4].cast("i"), RW_F32=rw[:size - size % 4].cast("f"),
+            RW_I64=rw[:size - size % 8].cast("q"), RW_F64=rw[:size - size % 8].cast("d"),
+            REFS=self.global_refs, RODATA=module.rodata,
+            RESOLVED=[0] * len(module._imports),
+            FAIL=_fail, GENERATOR=types.GeneratorType, RUN_TO_COMPLETION=_run_to_completion,
+            BUFFER_ALLOC=buffer_alloc, BUFFER_CLONE=buffer_clone, BUFFER_COPY=buffer_copy,
+            BUFFER_COMPARE=buffer_compare,
+            TRACE=self.context.trace_hook, PRINT=self.context.print_hook,
+            CHECKPOINT=self.context.checkpoint,
+        )
+        type_defs = module.type_defs
+        ns["LIST_ALLOC"] = lambda type_id, capacity: list_alloc(type_defs[type_id], capacity)
+        ns["CAST"] = lambda obj, type_id: check_ref_type(type_defs[type_id].ref_type, obj)
+        ns["REF_OR_NULL"] = lambda obj, type_id: ref_or_null(type_defs[type_id].ref_type, obj)
+        ns.update(self._global_accessors(size))
+        for ordinal in range(module.function_count):
+            ns[f"F{ordinal}"] = self._stub(ordinal)
+        for index, decl in enumerate(module._imports):
+            ns[f"I{index}"] = ns[f"IY{index}"] = _unresolved_import(decl.full_name)
+        return ns
+
+    def _global_accessors(self, size: int) -> dict:
+        import struct
+
+        accessors = {}
+        for code, fmt in (("I32", "<i"), ("I64", "<q"), ("F32", "<f"), ("F64", "<d")):
+            packer = struct.Struct(fmt)
+            width = packer.size
+
+            def load(offset, packer=packer, width=width):
+                if offset < 0 or offset + width > size:
+                    raise VMError(f"global byte offset {offset} out of range of {size} bytes",
+                                  StatusCode.OUT_OF_RANGE)
+                return packer.unpack_from(self.rwdata, offset)[0]
+
+            def store(offset, value, packer=packer, width=width):
+                if offset < 0 or offset + width > size:
+                    raise VMError(f"global byte offset {offset} out of range of {size} bytes",
+                                  StatusCode.OUT_OF_RANGE)
+                packer.pack_into(self.rwdata, offset, value)
+
+            accessors[f"GLOBAL_LOAD_{code}"] = load
+            accessors[f"GLOBAL_STORE_{code}"] = store
+        refs = self.global_refs
+
+        def check_global_ref(index):
+            if not 0 <= index < len(refs):
+                raise VMError(f"global ref ordinal {index} out of range of {len(refs)}",
+                              StatusCode.OUT_OF_RANGE)
+        accessors["CHECK_GLOBAL_REF"] = check_global_ref
+        return accessors
+
+    def _stub(self, ordinal: int):
+        def first_call(*args):
+            return self.function(ordinal)(*args)
+        first_call.vmrt_stub = True
+        return first_call
+
+    def function(self, ordinal: int):
+        """The Python function running internal function `ordinal` in this context."""
+        fn = self.namespace.get(f"F{ordinal}")
+        if fn is not None and not getattr(fn, "vmrt_stub", False):
+            return fn
+        code, _, _ = self.module.compiled(ordinal, self.context.checkpoints)
+        fn = types.FunctionType(code, self.namespace, code.co_name)
+        self.namespace[f"F{ordinal}"] = fn
+        self._code_ids[id(code)] = ordinal
+        return fn
+
+    # -- ModuleInstance interface -------------------------------------------------------------
+    def lookup(self, name: str):
+        ordinal = self.module.export_ordinal(name)
+        if ordinal is None:
+            return None
+        return self.function(ordinal)
+
+    def is_generator(self, name: str) -> bool:
+        ordinal = self.module.export_ordinal(name)
+        return ordinal in self.module.generators
+
+    def resolve_import(self, ordinal: int, fn, yieldable_fn=None) -> None:
+        """Binds import `ordinal`: `fn` always completes; `yieldable_fn` (default
+        `fn`) may return a generator and serves vm.call.yieldable sites."""
+        self.namespace[f"I{ordinal}"] = fn
+        self.namespace[f"IY{ordinal}"] = yieldable_fn or fn
+        self.namespace["RESOLVED"][ordinal] = 1
+
+    def initialize(self) -> None:
+        init = self.lookup("__init")
+        if init is not None:
+            self.context.run_to_completion(init())
+
+    def deinitialize(self) -> None:
+        deinit = self.lookup("__deinit")
+        if deinit is not None:
+            self.context.run_to_completion(deinit())
+
+    def frame_name(self, code):
+        ordinal = self._code_ids.get(id(code))
+        if ordinal is None:
+            return None
+        return f"{self.module.name}.{self.module.function_name(ordinal)}", ordinal
+
+    def pc_for_line(self, ordinal: int, line: int) -> int | None:
+        _, line_pcs, _ = self.module.compiled(ordinal, self.context.checkpoints)
+        if 1 <= line <= len(line_pcs):
+            return line_pcs[line - 1]
+        return None
+
+
+__all__ = ["BytecodeModule", "BytecodeModuleInstance", "Dependency", "ImportDecl", "Module",
+           "ModuleInstance", "ModuleFormatError", "VmrtError", "load_module"]
