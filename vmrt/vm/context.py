@@ -391,6 +391,23 @@ def count_arguments(fragment: str) -> int:
     return count
 
 
+_CONVERTER_CACHE: dict[str, object] = {}
+
+
+def _argument_converter(fragment: str):
+    """A function (*args) -> converted tuple for a span-free cconv fragment."""
+    converter = _CONVERTER_CACHE.get(fragment)
+    if converter is None:
+        kinds = [c for c in fragment if c != "v"]
+        names = [f"a{i}" for i in range(len(kinds))]
+        body = ", ".join(f"C_{k}({n})" for k, n in zip(kinds, names))
+        source = f"def convert({', '.join(names)}):\n    return ({body}{',' if len(kinds) == 1 else ''})\n"
+        namespace = {f"C_{k}": fn for k, fn in _CONVERT.items()}
+        exec(source, namespace)
+        converter = _CONVERTER_CACHE[fragment] = namespace["convert"]
+    return converter
+
+
 class Function:
     """A callable export: converts Python arguments, runs, converts results."""
 
@@ -401,6 +418,10 @@ class Function:
         self.cconv = cconv
         self.arguments, self.results = cconv_mod.split_fragments(cconv)
         self._fn = fn
+        self._may_yield = getattr(instance, "is_generator", lambda n: True)(name)
+        # Without spans each argument converts on its own: one generated function
+        # converts them all (a comprehension over converters costs ~0.5 us a call).
+        self._convert = None if "C" in self.arguments else _argument_converter(self.arguments)
 
     @property
     def full_name(self) -> str:
@@ -410,9 +431,18 @@ class Function:
         return f"<vmrt function {self.full_name} {self.cconv!r}>"
 
     def __call__(self, *args):
-        converted = _convert_arguments(self.arguments, args)
-        with self.context._vm_errors():
-            return _drive(self._fn(*converted))
+        try:
+            converted = self._convert(*args)
+        except (TypeError, ValueError, OverflowError):
+            converted = _convert_arguments(self.arguments, args)  # names the bad argument
+        try:
+            result = self._fn(*converted)
+            if self._may_yield:
+                result = _drive(result)
+            return result
+        except BaseException as exc:
+            self.context._vm_errors().__exit__(type(exc), exc, exc.__traceback__)
+            raise
 
     def invoke_async(self, *args) -> "Invocation":
         """Starts a call that may yield; resume it step by step with Invocation.resume."""
