@@ -188,9 +188,9 @@ def _frame_label(instance, name: str, ordinal: int, pc) -> str:
 def source_location(definition, ordinal: int, pc: int) -> str | None:
     """file:line:col of the op at `pc` from the module's debug database, if any."""
     debug = definition.debug_database
-    if debug is None or ordinal >= len(debug.functions or ()):
+    if debug is None:
         return None
-    source_map = debug.functions[ordinal]
+    source_map = _source_map(definition, ordinal)
     if source_map is None or not source_map.locations:
         return None
     best = None
@@ -216,6 +216,23 @@ def source_location(definition, ordinal: int, pc: int) -> str | None:
             best = loc.locations[0] if loc.locations else None
         else:
             return None
+    return None
+
+
+def _source_map(definition, ordinal: int):
+    """The function's source map. The compiler may emit maps for only some
+    functions, so an entry is trusted when its name is the function's own."""
+    functions = definition.debug_database.functions or ()
+    names = {e.internal_ordinal: e.local_name for e in definition.exported_functions}
+    name = names.get(ordinal)
+    if ordinal < len(functions):
+        candidate = functions[ordinal]
+        if candidate is not None and (name is None or candidate.local_name in (None, "", name)):
+            return candidate
+    if name is not None:
+        for candidate in functions:
+            if candidate is not None and candidate.local_name == name:
+                return candidate
     return None
 
 
