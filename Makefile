@@ -24,6 +24,7 @@ test: install-test
 
 bench: install-test
 	$(PYTHON) benchmarks/load_bench.py
+	$(PYTHON) benchmarks/vm_bench.py
 
 # Regenerates the bundled example from its MLIR (needs iree-base-compiler).
 example: examples/mlp.vmfb

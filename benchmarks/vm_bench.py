@@ -1,0 +1,373 @@
+"""Benchmark: the interpreter on six micro-benchmarks, vmrt beside the reference runtime.
+
+    python benchmarks/vm_bench.py [--quick] [--json] [--repeat N] [--target SECONDS]
+                                  [--only NAME[,NAME...]] [--no-reference]
+
+Assembles benchmarks/vm_bench.vmasm with iree-as-module (into a temporary
+directory) and runs each export in vmrt and in iree.runtime in the same run:
+
+    empty_func               one invocation from Python         ns per invocation
+    call_internal_func(n)    n rounds of 21 internal calls      ns per call
+    call_imported_func(n)    n rounds of 21 calls of an import  ns per call
+                             served by a native module written in Python
+    loop_sum(n)              add, compare, branch, n times      ns per iteration
+    buffer_reduce(n)         sum of n i32 buffer elements       ns per element
+    buffer_reduce_unrolled(n) the same, unrolled by 8           ns per element
+
+The work loops inside the VM, so the cost of entering it from Python is spread
+over many iterations (except for empty_func, which measures exactly that). For
+each runtime the iteration count is grown until one measurement takes at least
+--target seconds; the best of --repeat measurements is reported (the garbage
+collector is off while timing). Result values must agree between the runtimes;
+a mismatch is printed loudly and makes the exit status 1.
+
+Bars (for vmrt): loop_sum <= 200 ns/iteration, buffer_reduce <= 400 ns/element,
+an import call into Python <= 260 ns per call. A missed bar is reported but
+does not change the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# Import vmrt from this checkout: with the editable install as set up here, running a
+# script from benchmarks/ can otherwise resolve `vmrt` as an empty namespace package.
+sys.path.insert(0, str(HERE.parent))
+VMASM = HERE / "vm_bench.vmasm"
+MODULE = "vm_bench"
+HOST = "bench_host"
+I32_MAX = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    unit: str               # what one measured unit is
+    per_unit: int           # units of work per unit of the argument n (0: no argument)
+    start_n: int            # first argument tried while calibrating
+    max_n: int              # largest argument passed (then invocations repeat)
+    bar_ns: float | None    # vmrt's bar in ns per unit, if the issue sets one
+    multiple_of: int = 1    # n is rounded up to a multiple of this
+
+    def expected(self, n: int) -> int | None:
+        """The result the module must return for argument n."""
+        if self.name == "empty_func":
+            return None
+        if self.name.startswith("call_"):
+            return _wrap_i32(21 * n)
+        if self.name == "loop_sum":
+            return max(n, 1)
+        return _wrap_i32(3 * n)
+
+
+BENCHES = [
+    Bench("empty_func", "invocation", 0, 0, 0, None),
+    Bench("call_internal_func", "call", 21, 16, 1 << 20, None),
+    Bench("call_imported_func", "call", 21, 16, 1 << 20, 260.0),
+    Bench("loop_sum", "iteration", 1, 1000, I32_MAX, 200.0),
+    Bench("buffer_reduce", "element", 1, 1000, 1 << 22, 400.0),
+    Bench("buffer_reduce_unrolled", "element", 1, 1000, 1 << 22, None, multiple_of=8),
+]
+
+
+def _wrap_i32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+# -- building the module ------------------------------------------------------------------------
+def assemble(outdir: Path) -> bytes:
+    tool = shutil.which("iree-as-module")
+    if tool is None:
+        raise SystemExit("vm_bench: iree-as-module not found on PATH "
+                         "(pip install iree-base-compiler==3.13.0)")
+    output = outdir / "vm_bench.vmfb"
+    proc = subprocess.run([tool, str(VMASM), f"--output={output}"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"vm_bench: iree-as-module failed:\n{proc.stderr}")
+    return output.read_bytes()
+
+
+# -- the two runtimes ------------------------------------------------------------------------
+class VmrtRunner:
+    label = "vmrt"
+
+    def __init__(self, data: bytes):
+        import vmrt
+
+        class BenchHost(vmrt.NativeModule, name=HOST, version=0):
+            @vmrt.export("0i_i")
+            def add_1(self, x):
+                return x + 1
+
+        self.context = vmrt.Context(vmrt.Instance(),
+                                    modules=[BenchHost(), vmrt.load_module(data)])
+
+    def caller(self, name: str, n: int | None):
+        fn = self.context.function(f"{MODULE}.{name}")
+        if n is None:
+            return fn
+        return lambda: fn(n)
+
+    def close(self) -> None:
+        self.context.close()
+
+
+class ReferenceRunner:
+    label = "iree"
+
+    def __init__(self, data: bytes):
+        import iree.runtime as rt
+
+        class HostState:
+            def __init__(self, iface):
+                pass
+
+            def add_1(self, x):
+                return x + 1
+
+        self.rt = rt
+        self.instance = rt.VmInstance()
+        self.module = rt.VmModule.copy_buffer(self.instance, data)
+        self.iface = rt.PyModuleInterface(HOST, HostState)
+        self.iface.export("add_1", "0i_i", HostState.add_1)
+        self.host = self.iface.create()
+        self.context = rt.VmContext(self.instance, modules=[self.host, self.module])
+
+    def caller(self, name: str, n: int | None):
+        rt = self.rt
+        fn = self.module.lookup_function(name)
+        if fn is None:
+            raise LookupError(f"reference module has no function {name}")
+        args = rt.VmVariantList(1)
+        if n is not None:
+            args.push_int(n)
+        results = rt.VmVariantList(1)   # invoke resets it on every call
+        invoke = self.context.invoke
+
+        def call():
+            invoke(fn, args, results)
+            return results.get_variant(0) if results.size else None
+        return call
+
+    def close(self) -> None:
+        # Drop every reference (the native module's interface holds its ctor) so
+        # that nanobind does not report leaks at exit.
+        self.context = self.host = self.iface = self.module = self.instance = None
+        gc.collect()
+
+
+def load_reference(data: bytes):
+    try:
+        import iree.runtime  # noqa: F401
+    except ImportError:
+        return None
+    return ReferenceRunner(data)
+
+
+# -- measuring -----------------------------------------------------------------------------------
+@dataclass
+class Measurement:
+    ns_per_unit: float
+    n: int                # argument of each invocation
+    invocations: int      # invocations per measurement
+    seconds: float        # duration of the best measurement
+    result: object        # value returned by the last invocation
+
+
+def _time_calls(call, invocations: int) -> tuple[float, object]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        result = None
+        start = time.perf_counter()
+        for _ in range(invocations):
+            result = call()
+        elapsed = time.perf_counter() - start
+    finally:
+        if enabled:
+            gc.enable()
+    return elapsed, result
+
+
+def _round_n(bench: Bench, n: int) -> int:
+    m = bench.multiple_of
+    return min(bench.max_n // m * m, max(m, (n + m - 1) // m * m))
+
+
+def measure(runner, bench: Bench, target: float, repeat: int) -> Measurement:
+    """Grows n (then the invocation count) until one measurement takes >= target s."""
+    takes_n = bench.per_unit > 0
+    n = _round_n(bench, bench.start_n) if takes_n else 0
+    invocations = 1 if takes_n else 100
+    call = runner.caller(bench.name, n if takes_n else None)
+    call()  # warm up (first-call code generation, allocator growth)
+    while True:
+        elapsed, _ = _time_calls(call, invocations)
+        if elapsed >= target:
+            break
+        scale = min(100.0, max(2.0, 1.2 * target / max(elapsed, 1e-7)))
+        if takes_n and n < bench.max_n:
+            n = _round_n(bench, int(n * scale))
+            call = runner.caller(bench.name, n)
+        else:
+            invocations = int(invocations * scale) + 1
+    best, result = elapsed, None
+    for _ in range(repeat):
+        elapsed, result = _time_calls(call, invocations)
+        best = min(best, elapsed)
+    units = invocations * (n * bench.per_unit if takes_n else 1)
+    return Measurement(best * 1e9 / units, n, invocations, best, result)
+
+
+def check_value(bench: Bench, n: int, value, label: str) -> str | None:
+    expected = bench.expected(n)
+    if value != expected:
+        return f"{label} {bench.name}({n if bench.per_unit else ''}) returned {value!r}, " \
+               f"expected {expected!r}"
+    return None
+
+
+def cross_check(vm, ref, bench: Bench) -> list[str]:
+    """Both runtimes on a few small arguments: same values, and the expected ones."""
+    problems = []
+    args = [None] if bench.per_unit == 0 else [8, 16, 1000, 4096]
+    for n in args:
+        got = vm.caller(bench.name, n)()
+        problem = check_value(bench, n or 0, got, "vmrt")
+        if problem:
+            problems.append(problem)
+        if ref is not None:
+            want = ref.caller(bench.name, n)()
+            if got != want:
+                problems.append(f"{bench.name}({'' if n is None else n}): vmrt returned "
+                                f"{got!r}, iree.runtime returned {want!r}")
+    return problems
+
+
+# -- reporting -----------------------------------------------------------------------------------
+def _fmt_ns(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if value < 1000 else f"{value:,.0f}"
+
+
+def print_table(rows: list[dict], out=sys.stdout) -> None:
+    header = (f"{'benchmark':<24} {'unit':<10} {'vmrt ns':>10} {'iree ns':>10} "
+              f"{'ratio':>8}  {'bar (vmrt)':<18}")
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for row in rows:
+        ratio = f"{row['ratio']:.1f}x" if row["ratio"] is not None else "-"
+        if row["bar_ns"] is None:
+            bar = ""
+        else:
+            verdict = "ok" if row["meets_bar"] else "MISSED"
+            bar = f"<= {row['bar_ns']:.0f} ns  {verdict}"
+        print(f"{row['name']:<24} {row['unit']:<10} {_fmt_ns(row['vmrt_ns']):>10} "
+              f"{_fmt_ns(row['iree_ns']):>10} {ratio:>8}  {bar:<18}", file=out)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: short measurements, 1 repeat")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="measurements per benchmark, best kept (default 5; quick 1)")
+    parser.add_argument("--target", type=float, default=None,
+                        help="seconds one measurement should take (default 0.25; quick 0.02)")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated benchmark names to run")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="skip iree.runtime (vmrt figures only)")
+    args = parser.parse_args(argv)
+    repeat = args.repeat if args.repeat is not None else (1 if args.quick else 5)
+    target = args.target if args.target is not None else (0.02 if args.quick else 0.25)
+    benches = BENCHES
+    if args.only:
+        wanted = [name.strip() for name in args.only.split(",") if name.strip()]
+        unknown = set(wanted) - {b.name for b in BENCHES}
+        if unknown:
+            parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+        benches = [b for b in BENCHES if b.name in wanted]
+
+    with tempfile.TemporaryDirectory(prefix="vmrt-vm-bench-") as tmp:
+        data = assemble(Path(tmp))
+
+    vm = VmrtRunner(data)
+    ref = None if args.no_reference else load_reference(data)
+    log = sys.stderr if args.json else sys.stdout
+    if ref is None and not args.no_reference:
+        print("vm_bench: iree.runtime is not importable; vmrt figures only", file=log)
+
+    rows, problems = [], []
+    for bench in benches:
+        problems += cross_check(vm, ref, bench)
+        mine = measure(vm, bench, target, repeat)
+        problem = check_value(bench, mine.n, mine.result, "vmrt")
+        if problem:
+            problems.append(problem)
+        theirs = None
+        if ref is not None:
+            theirs = measure(ref, bench, target, repeat)
+            if theirs.result != mine.result and theirs.n == mine.n:
+                problems.append(f"{bench.name}({mine.n}): vmrt returned {mine.result!r}, "
+                                f"iree.runtime returned {theirs.result!r}")
+            problem = check_value(bench, theirs.n, theirs.result, "iree.runtime")
+            if problem:
+                problems.append(problem)
+        rows.append({
+            "name": bench.name,
+            "unit": bench.unit,
+            "vmrt_ns": mine.ns_per_unit,
+            "iree_ns": theirs.ns_per_unit if theirs else None,
+            "ratio": mine.ns_per_unit / theirs.ns_per_unit if theirs else None,
+            "bar_ns": bench.bar_ns,
+            "meets_bar": None if bench.bar_ns is None else mine.ns_per_unit <= bench.bar_ns,
+            "vmrt": {"n": mine.n, "invocations": mine.invocations, "seconds": mine.seconds},
+            "iree": None if theirs is None else {
+                "n": theirs.n, "invocations": theirs.invocations, "seconds": theirs.seconds},
+        })
+        if not args.json:
+            print(f"  measured {bench.name}", file=sys.stderr)
+
+    vm.close()
+    if ref is not None:
+        ref.close()
+
+    missed = [row["name"] for row in rows if row["meets_bar"] is False]
+    if args.json:
+        json.dump({
+            "quick": args.quick, "repeat": repeat, "target_seconds": target,
+            "python": sys.version.split()[0], "benchmarks": rows,
+            "mismatches": problems, "missed_bars": missed,
+        }, sys.stdout, indent=2)
+        print()
+    else:
+        print_table(rows)
+        print(f"(best of {repeat}, each measurement >= {target} s; "
+              f"ratio = vmrt / iree.runtime)")
+        if missed:
+            print(f"bars missed: {', '.join(missed)}")
+    if problems:
+        print("\n!!! RESULT MISMATCH !!!", file=sys.stderr)
+        for problem in problems:
+            print(f"!!! {problem}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
