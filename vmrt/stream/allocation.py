@@ -1,0 +1,165 @@
+"""Transient allocation: every transient packed into one slab by live range, and stats.
+
+A transient is live from the wave that creates it through the last wave that
+touches it (inclusive: every op of a wave may run at any time during the wave).
+Two transients whose wave intervals intersect may not share bytes.
+
+Packing is IREE's static slice layout (Stream/Transforms/LayoutSlices.cpp, greedy
+strip packing as in TFLite's simple memory arena): slices are taken in ascending
+order of their interval (here positions in the flattened schedule, which makes
+the order the same for any two schedules that keep program order), each placed in
+the smallest gap between already placed slices whose lifetimes intersect its own,
+or above all of them; offsets and sizes aligned to 64 bytes (upstream's default
+`--iree-stream-resource-min-offset-alignment`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vmrt.stream.analysis import FuncAnalysis
+from vmrt.stream.ir import Func, Program
+from vmrt.stream.partition import FAVORS, Favor, Schedule, partition
+
+ALIGNMENT = 64
+
+
+def align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+@dataclass
+class Slice:
+    storage: int
+    name: str
+    size: int
+    aligned_size: int
+    start_wave: int
+    end_wave: int
+    start_pos: int
+    end_pos: int
+    offset: int = -1
+
+    def intersects(self, other: "Slice") -> bool:
+        return self.start_wave <= other.end_wave and other.start_wave <= self.end_wave
+
+
+@dataclass
+class SlabLayout:
+    slices: list[Slice]
+    size: int
+    alignment: int
+
+
+def live_ranges(analysis: FuncAnalysis, schedule: Schedule,
+                alignment: int = ALIGNMENT) -> list[Slice]:
+    position = [0] * len(schedule.func.ops)
+    for pos, index in enumerate(schedule.order):
+        position[index] = pos
+    slices = []
+    for storage in analysis.transients:
+        touching = analysis.touching[storage.id]
+        waves = [schedule.wave_of[i] for i in touching]
+        positions = [position[i] for i in touching]
+        slices.append(Slice(storage.id, storage.name, storage.size,
+                            align(storage.size, alignment), min(waves), max(waves),
+                            min(positions), max(positions)))
+    return slices
+
+
+def pack(slices: list[Slice], alignment: int = ALIGNMENT) -> SlabLayout:
+    placed: list[Slice] = []            # sorted by offset
+    high_water = 0
+    for piece in sorted(slices, key=lambda s: (s.start_pos, s.end_pos, s.storage)):
+        best_offset = None
+        best_gap = None
+        cursor = 0
+        for other in placed:
+            if not other.intersects(piece):
+                continue
+            candidate = align(cursor, alignment)
+            gap = other.offset - candidate
+            if candidate + piece.aligned_size <= other.offset and (
+                    best_gap is None or gap < best_gap):
+                best_offset, best_gap = candidate, gap
+            cursor = max(cursor, other.offset + other.aligned_size)
+        if best_offset is None:
+            best_offset = align(cursor, alignment)
+        piece.offset = best_offset
+        at = 0
+        while at < len(placed) and placed[at].offset < piece.offset:
+            at += 1
+        placed.insert(at, piece)
+        high_water = max(high_water, piece.offset + piece.aligned_size)
+    return SlabLayout(slices, align(high_water, alignment), alignment)
+
+
+@dataclass
+class FuncStats:
+    function: str
+    favor: Favor
+    ops: int
+    dispatches: int
+    #: size of the packed transient slab.
+    transient_bytes: int
+    #: the most transient bytes live in one wave (a lower bound for the slab).
+    live_transient_peak: int
+    waves: int
+    #: dispatches that share their wave with at least one other op.
+    concurrent_dispatches: int
+    #: the most ops in one wave.
+    widest_wave: int
+
+    ROWS = (("transient bytes", "transient_bytes"),
+            ("live transient peak", "live_transient_peak"),
+            ("waves", "waves"),
+            ("concurrent dispatches", "concurrent_dispatches"),
+            ("widest wave", "widest_wave"))
+
+    def as_dict(self) -> dict:
+        return {"function": self.function, "favor": self.favor.value, "ops": self.ops,
+                "dispatches": self.dispatches, "transient_bytes": self.transient_bytes,
+                "live_transient_peak": self.live_transient_peak, "waves": self.waves,
+                "concurrent_dispatches": self.concurrent_dispatches,
+                "widest_wave": self.widest_wave}
+
+
+@dataclass
+class Plan:
+    """A function scheduled under one favor, with its transient slab."""
+
+    analysis: FuncAnalysis
+    schedule: Schedule
+    layout: SlabLayout
+
+    @property
+    def stats(self) -> FuncStats:
+        func = self.analysis.func
+        waves = self.schedule.waves
+        concurrent = sum(1 for wave in waves if len(wave) > 1
+                         for i in wave if func.ops[i].is_dispatch)
+        live_peak = 0
+        for number in range(len(waves)):
+            live = sum(s.aligned_size for s in self.layout.slices
+                       if s.start_wave <= number <= s.end_wave)
+            live_peak = max(live_peak, live)
+        return FuncStats(func.name, self.schedule.favor, len(func.ops), func.dispatch_count,
+                         self.layout.size, live_peak, len(waves), concurrent,
+                         max((len(w) for w in waves), default=0))
+
+
+def plan(func: Func, favor: Favor | str, analysis: FuncAnalysis | None = None,
+         alignment: int = ALIGNMENT) -> Plan:
+    analysis = analysis or FuncAnalysis(func)
+    schedule = partition(func, favor, analysis)
+    layout = pack(live_ranges(analysis, schedule, alignment), alignment)
+    return Plan(analysis, schedule, layout)
+
+
+def program_stats(program: Program, favors=FAVORS) -> dict[str, dict[Favor, FuncStats]]:
+    """Per function, per favor: the stats."""
+    out: dict[str, dict[Favor, FuncStats]] = {}
+    for func in program.funcs:
+        analysis = FuncAnalysis(func)
+        out[func.name] = {Favor(f): plan(func, f, analysis).stats for f in favors}
+    return out
