@@ -17,6 +17,7 @@ from vmrt.errors import VmrtError
 SUBCOMMANDS = {
     "dump": "vmrt.tools.dump",
     "test": "vmrt.tools.test",
+    "params": "vmrt.tools.params",
     "stream": "vmrt.tools.stream",
 }
 

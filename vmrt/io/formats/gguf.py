@@ -1,0 +1,304 @@
+"""GGUF (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md): read, and write.
+
+Layout (versions 2 and 3): magic "GGUF", u32 version, u64 tensor count, u64
+metadata count, the metadata key/value pairs, the tensor infos (name, u32
+rank, u64 dims, u32 ggml type, u64 offset), padding to `general.alignment`
+(default 32), then the tensor data; tensor offsets are relative to its start.
+
+Reading follows IREE's parser (gguf_parser.c): a file without tensors is
+accepted as is; the tensor data begins at the aligned end of the tensor
+infos; each tensor's size comes from its ggml type's block size and bytes
+per block and must lie inside the data. Every read is bounds-checked here;
+the type table comes from the `gguf` package when it is installed (it tracks
+ggml's current type numbers), else from a built-in copy of the common types.
+
+Note IREE's own table predates ggml renumbering I8/I16/I32 (16-18 there,
+24-26 now): vmrt follows ggml. Writing produces version 3 files; entries
+keep their ggml type and dims when they carry them, map safetensors dtypes
+to ggml types, and are stored as I8 vectors otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import struct
+
+from vmrt.errors import ArchiveError, StatusCode
+from vmrt.io.file import FileHandle
+from vmrt.io.index import ParameterIndex, ParameterIndexEntry, key_bytes
+
+MAGIC = 0x46554747  # "GGUF"
+MIN_VERSION = 2
+MAX_VERSION = 3
+DEFAULT_ALIGNMENT = 32
+MAX_ARRAY_NESTING = 8
+
+# ggml type -> (name, elements per block, bytes per block).
+_BUILTIN_TYPES = {
+    0: ("F32", 1, 4), 1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24),
+    8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 40),
+    10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144),
+    13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292),
+    24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8),
+    28: ("F64", 1, 8), 30: ("BF16", 1, 2),
+}
+
+
+def _load_types() -> dict[int, tuple[str, int, int]]:
+    try:
+        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    except Exception:  # not installed, or an incompatible version
+        return dict(_BUILTIN_TYPES)
+    types = dict(_BUILTIN_TYPES)
+    for kind in GGMLQuantizationType:
+        sizes = GGML_QUANT_SIZES.get(kind)
+        if sizes:
+            types[int(kind)] = (kind.name, int(sizes[0]), int(sizes[1]))
+    return types
+
+
+GGML_TYPES = _load_types()
+GGML_TYPE_BY_NAME = {name: number for number, (name, _, _) in GGML_TYPES.items()}
+
+# Metadata value types.
+VALUE_UINT8, VALUE_INT8, VALUE_UINT16, VALUE_INT16 = 0, 1, 2, 3
+VALUE_UINT32, VALUE_INT32, VALUE_FLOAT32, VALUE_BOOL = 4, 5, 6, 7
+VALUE_STRING, VALUE_ARRAY, VALUE_UINT64, VALUE_INT64, VALUE_FLOAT64 = 8, 9, 10, 11, 12
+_SCALAR_FORMATS = {
+    VALUE_UINT8: "B", VALUE_INT8: "b", VALUE_UINT16: "H", VALUE_INT16: "h",
+    VALUE_UINT32: "I", VALUE_INT32: "i", VALUE_FLOAT32: "f", VALUE_BOOL: "?",
+    VALUE_UINT64: "Q", VALUE_INT64: "q", VALUE_FLOAT64: "d",
+}
+
+# safetensors dtype <-> ggml type, for conversions.
+_SAFETENSORS_TO_GGML = {"F32": "F32", "F16": "F16", "BF16": "BF16", "F64": "F64",
+                        "I8": "I8", "I16": "I16", "I32": "I32", "I64": "I64",
+                        "U8": "I8", "BOOL": "I8"}
+_GGML_TO_SAFETENSORS = {"F32": "F32", "F16": "F16", "BF16": "BF16", "F64": "F64",
+                        "I8": "I8", "I16": "I16", "I32": "I32", "I64": "I64"}
+
+
+@dataclasses.dataclass
+class GgufInfo:
+    """What a GGUF file says besides its tensors."""
+
+    version: int
+    alignment: int
+    metadata: dict
+    tensor_data_offset: int
+
+
+class _Cursor:
+    """Bounds-checked little-endian reads over a memoryview."""
+
+    def __init__(self, view: memoryview, pos: int = 0):
+        self.view = view
+        self.pos = pos
+        self.size = view.nbytes
+
+    def take(self, n: int, what: str) -> memoryview:
+        if n < 0 or n > self.size - self.pos:
+            raise ArchiveError(f"file buffer underrun parsing {what} at offset {self.pos} "
+                               f"({n} bytes needed, {self.size - self.pos} available)",
+                               StatusCode.OUT_OF_RANGE)
+        start = self.pos
+        self.pos += n
+        return self.view[start:self.pos]
+
+    def scalar(self, fmt: str, what: str):
+        size = struct.calcsize("<" + fmt)
+        return struct.unpack("<" + fmt, self.take(size, what))[0]
+
+    def u32(self, what: str) -> int:
+        return self.scalar("I", what)
+
+    def u64(self, what: str) -> int:
+        return self.scalar("Q", what)
+
+    def string(self, what: str) -> str:
+        length = self.u64(f"{what} length")
+        return bytes(self.take(length, what)).decode("utf-8", "surrogateescape")
+
+    def value(self, value_type: int, what: str, depth: int = 0):
+        if value_type in _SCALAR_FORMATS:
+            return self.scalar(_SCALAR_FORMATS[value_type], what)
+        if value_type == VALUE_STRING:
+            return self.string(what)
+        if value_type == VALUE_ARRAY:
+            if depth >= MAX_ARRAY_NESTING:
+                raise ArchiveError(f"{what}: arrays nested deeper than {MAX_ARRAY_NESTING}",
+                                   StatusCode.INVALID_ARGUMENT)
+            element_type = self.u32(f"{what} array type")
+            count = self.u64(f"{what} array length")
+            if element_type in _SCALAR_FORMATS:
+                fmt = _SCALAR_FORMATS[element_type]
+                size = struct.calcsize("<" + fmt)
+                if count > (self.size - self.pos) // size:
+                    raise ArchiveError(f"file buffer underrun parsing {what} array of "
+                                       f"{count} elements", StatusCode.OUT_OF_RANGE)
+                return list(struct.unpack(f"<{count}{fmt}", self.take(count * size, what)))
+            if element_type not in (VALUE_STRING, VALUE_ARRAY):
+                raise ArchiveError(f"{what}: unsupported metadata value type {element_type}",
+                                   StatusCode.INVALID_ARGUMENT)
+            # Every string or array element takes at least 8 bytes.
+            if count > (self.size - self.pos) // 8:
+                raise ArchiveError(f"file buffer underrun parsing {what} array of "
+                                   f"{count} elements", StatusCode.OUT_OF_RANGE)
+            return [self.value(element_type, what, depth + 1) for _ in range(count)]
+        raise ArchiveError(f"{what}: unsupported metadata value type {value_type}",
+                           StatusCode.INVALID_ARGUMENT)
+
+
+def _tensor_infos(cursor: _Cursor, count: int):
+    for ordinal in range(count):
+        what = f"tensor info {ordinal}"
+        name = cursor.string(f"{what} name")
+        rank = cursor.u32(f"{what} rank")
+        dims_view = cursor.take(rank * 8, f"{what} dimensions")
+        dims = struct.unpack(f"<{rank}Q", dims_view)
+        ggml_type = cursor.u32(f"{what} type")
+        offset = cursor.u64(f"{what} offset")
+        yield name, dims, ggml_type, offset
+
+
+def tensor_size(name: str, dims, ggml_type: int) -> int:
+    traits = GGML_TYPES.get(ggml_type)
+    if traits is None:
+        raise ArchiveError(f"tensor `{name}`: GGML tensor type {ggml_type} not supported",
+                           StatusCode.UNIMPLEMENTED)
+    type_name, block, block_bytes = traits
+    elements = math.prod(dims)
+    if elements % block:
+        raise ArchiveError(f"tensor `{name}`: {elements} elements are not a whole number "
+                           f"of {type_name} blocks of {block}", StatusCode.INVALID_ARGUMENT)
+    return elements // block * block_bytes
+
+
+def parse_gguf(handle: FileHandle, index: ParameterIndex,
+               contents: memoryview | None = None) -> GgufInfo:
+    """Adds every tensor of the file to `index`; returns the file's metadata."""
+    if contents is None:
+        contents = handle.contents()
+    cursor = _Cursor(contents)
+    magic = cursor.u32("magic")
+    if magic != MAGIC:
+        raise ArchiveError(f"GGUF file magic missing or invalid {magic:08X}; expected "
+                           f"{MAGIC:08X}", StatusCode.INVALID_ARGUMENT)
+    version = cursor.u32("version")
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise ArchiveError(f"GGUF format version {version} is unsupported; expected "
+                           f"version {MIN_VERSION}-{MAX_VERSION}", StatusCode.UNIMPLEMENTED)
+    tensor_count = cursor.u64("tensor count")
+    metadata_count = cursor.u64("metadata count")
+    if tensor_count == 0:
+        # As IREE: a file without tensors is legal and nothing more is read.
+        return GgufInfo(version, DEFAULT_ALIGNMENT, {}, cursor.pos)
+
+    metadata: dict = {}
+    alignment = DEFAULT_ALIGNMENT
+    for ordinal in range(metadata_count):
+        key = cursor.string(f"metadata key {ordinal}")
+        value_type = cursor.u32(f"metadata `{key}` type")
+        value = cursor.value(value_type, f"metadata `{key}`")
+        metadata[key] = value
+        if key == "general.alignment":
+            if value_type != VALUE_UINT32:
+                raise ArchiveError("general.alignment metadata value must be uint32",
+                                   StatusCode.INVALID_ARGUMENT)
+            if value == 0:
+                raise ArchiveError("general.alignment must not be 0",
+                                   StatusCode.INVALID_ARGUMENT)
+            alignment = value
+
+    # The data offset is only known once every (variable-length) tensor info is read.
+    infos = list(_tensor_infos(cursor, tensor_count))
+    data_offset = -(-cursor.pos // alignment) * alignment
+    available = max(0, contents.nbytes - data_offset)
+    entries = []
+    for name, dims, ggml_type, offset in infos:
+        size = tensor_size(name, dims, ggml_type)
+        if offset + size > available:
+            raise ArchiveError(
+                f"tensor `{name}` has data offsets outside of the available data "
+                f"(begin={offset}, end={offset + size}, available={available})",
+                StatusCode.INVALID_ARGUMENT)
+        entries.append(ParameterIndexEntry(
+            key=name, length=size, file=handle, offset=data_offset + offset,
+            info={"ggml_type": ggml_type, "ggml_type_name": GGML_TYPES[ggml_type][0],
+                  "ggml_dims": tuple(dims)}))
+    for entry in entries:
+        index.add(entry)
+    return GgufInfo(version, alignment, metadata, data_offset)
+
+
+# -- conversions ------------------------------------------------------------------------------
+def ggml_to_safetensors(info) -> tuple[str | None, list[int] | None]:
+    """safetensors dtype and row-major shape for a GGUF tensor (None if quantized)."""
+    dtype = _GGML_TO_SAFETENSORS.get(GGML_TYPES.get(info.get("ggml_type"), ("",))[0])
+    if dtype is None:
+        return None, None
+    return dtype, list(reversed(info.get("ggml_dims", ())))
+
+
+def tensor_layout(entry) -> tuple[int, tuple[int, ...]]:
+    """The ggml type and dims to record for an entry: its own when they fit its size."""
+    info = entry.info
+    ggml_type, dims = info.get("ggml_type"), info.get("ggml_dims")
+    if ggml_type is None and info.get("dtype") in _SAFETENSORS_TO_GGML:
+        ggml_type = GGML_TYPE_BY_NAME[_SAFETENSORS_TO_GGML[info["dtype"]]]
+        shape = info.get("shape")
+        dims = tuple(reversed(shape)) if shape is not None else None
+    if ggml_type in GGML_TYPES and dims is not None:
+        try:
+            if tensor_size(entry.key, dims, ggml_type) == entry.length:
+                return ggml_type, tuple(dims)
+        except ArchiveError:
+            pass
+    return GGML_TYPE_BY_NAME["I8"], (entry.length,)
+
+
+def _string(value: str) -> bytes:
+    raw = key_bytes(value)
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def write_gguf(index, path, *, alignment: int = DEFAULT_ALIGNMENT,
+               cache=None) -> ParameterIndex:
+    """Writes `index` as a version 3 GGUF file; returns an index over the new file."""
+    from vmrt.io.formats.common import ArchiveWriter
+
+    if alignment < 1:
+        raise ArchiveError(f"GGUF alignment {alignment} must be positive",
+                           StatusCode.INVALID_ARGUMENT)
+    entries = list(index)
+    seen = set()
+    for entry in entries:
+        if entry.key in seen:
+            raise ArchiveError(f"duplicate parameter `{entry.key}` cannot be stored in GGUF",
+                               StatusCode.ALREADY_EXISTS)
+        seen.add(entry.key)
+    kv = bytearray()
+    kv_count = 0
+    if alignment != DEFAULT_ALIGNMENT:
+        kv += _string("general.alignment") + struct.pack("<II", VALUE_UINT32, alignment)
+        kv_count += 1
+    header = bytearray(struct.pack("<IIQQ", MAGIC, 3, len(entries), kv_count)) + kv
+    offsets = []
+    position = 0
+    for entry in entries:
+        ggml_type, dims = tensor_layout(entry)
+        header += _string(entry.key)
+        header += struct.pack(f"<I{len(dims)}Q", len(dims), *dims)
+        header += struct.pack("<IQ", ggml_type, position)
+        offsets.append(position)
+        position = -(-(position + entry.length) // alignment) * alignment
+    data_offset = -(-len(header) // alignment) * alignment
+    with ArchiveWriter(path, data_offset + position) as writer:
+        writer.write(0, header)
+        for entry, offset in zip(entries, offsets):
+            writer.copy_entry(data_offset + offset, entry)
+    written = ParameterIndex()
+    parse_gguf(writer.reopen(cache), written)
+    return written

@@ -1,0 +1,253 @@
+"""Create, inspect and convert parameter files (.irpa, .safetensors, .gguf).
+
+    vmrt params dump [FILE ...] [--parameters=[SCOPE=]FILE ...] [--extract=[SCOPE::]KEY=OUT]
+    vmrt params create --output=OUT.irpa [--data=NAME=SHAPExTYPE[=VALUE] ...]
+                       [--splat=NAME=SHAPExTYPE[=VALUE] ...] [--alignment=64] [--quiet]
+    vmrt params convert [FILE ...] [--parameters=...] --output=OUT.{irpa,safetensors,gguf}
+                        [--exclude=NAME] [--rename=OLD=NEW] [--strip]
+                        [--splat=NAME[=TYPE=VALUE]] [--quiet]
+
+`dump` prints what iree-dump-parameters prints; `create` and `convert` write
+what iree-create-parameters and iree-convert-parameters write (IRPA) and
+print the new file's listing unless --quiet. The output format follows the
+output's extension (or --format); splats are written out as data in
+formats that have no splats.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from vmrt.errors import StatusCode, VmrtError
+from vmrt.io import FORMATS, FileMode, ParameterIndex, ParameterIndexEntry, ParameterScopes
+from vmrt.io.elements import parse_parameter_decl, parse_splat_value
+from vmrt.io.formats import format_from_name, write_file
+from vmrt.io.index import format_index
+from vmrt.io.formats.irpa import DEFAULT_DATA_ALIGNMENT
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="params_command", metavar="ACTION")
+    sub.required = True
+
+    dump = sub.add_parser("dump", help="list the parameters of files (as iree-dump-parameters)",
+                          description="List the parameters of .irpa, .gguf and .safetensors "
+                                      "files, as iree-dump-parameters does.")
+    _add_inputs(dump)
+    dump.add_argument("--extract", action="append", default=[], metavar="[SCOPE::]KEY=FILE",
+                      help="write a parameter's bytes to FILE")
+    dump.add_argument("--json", action="store_true",
+                      help="print the entries as JSON (kind, offsets, pattern, metadata)")
+    dump.set_defaults(params_run=run_dump)
+
+    create = sub.add_parser("create", help="create an archive of zeroed, patterned or splat "
+                                           "parameters (as iree-create-parameters)",
+                            description="Create a parameter archive, as "
+                                        "iree-create-parameters does.")
+    create.add_argument("--output", "-o", required=True, help="output file (.irpa, "
+                        ".safetensors or .gguf)")
+    create.add_argument("--data", action="append", default=[],
+                        metavar="NAME=SHAPExTYPE[=VALUE]",
+                        help="a parameter stored in the file, zeroed or filled with VALUE")
+    create.add_argument("--splat", action="append", default=[],
+                        metavar="NAME=SHAPExTYPE[=VALUE]",
+                        help="a parameter with no storage: VALUE repeated (IRPA only)")
+    create.add_argument("--alignment", type=int, default=DEFAULT_DATA_ALIGNMENT,
+                        help="storage alignment of data parameters (default 64)")
+    _add_output_options(create)
+    create.set_defaults(params_run=run_create)
+
+    convert = sub.add_parser("convert", help="convert and edit parameter files (as "
+                                             "iree-convert-parameters)",
+                             description="Merge, edit and convert parameter files, as "
+                                         "iree-convert-parameters does.")
+    _add_inputs(convert)
+    convert.add_argument("--output", "-o", required=True,
+                         help="output file (.irpa, .safetensors or .gguf)")
+    convert.add_argument("--exclude", action="append", default=[], metavar="NAME",
+                         help="leave a parameter out")
+    convert.add_argument("--rename", action="append", default=[], metavar="OLD=NEW",
+                         help="rename a parameter")
+    convert.add_argument("--strip", action="store_true",
+                         help="replace every parameter by a splat of zeros")
+    convert.add_argument("--splat", action="append", default=[], metavar="NAME[=TYPE=VALUE]",
+                         help="replace a parameter (by its new name) by a splat of VALUE "
+                              "(zero if omitted)")
+    convert.add_argument("--alignment", type=int, default=DEFAULT_DATA_ALIGNMENT,
+                         help="storage alignment of IRPA data parameters (default 64)")
+    _add_output_options(convert)
+    convert.set_defaults(params_run=run_convert)
+
+
+def _add_inputs(parser) -> None:
+    parser.add_argument("files", nargs="*", metavar="FILE",
+                        help="a parameter file, or SCOPE=FILE (after any --parameters)")
+    parser.add_argument("--parameters", action="append", default=[], metavar="[SCOPE=]FILE",
+                        help="a parameter file, optionally in a named scope")
+    parser.add_argument("--parameter-mode", "--parameter_mode", dest="mode",
+                        choices=[m.value for m in FileMode], default=FileMode.MMAP.value,
+                        help="how files are read: mmap (default), file (pread) or preload")
+
+
+def _add_output_options(parser) -> None:
+    parser.add_argument("--format", choices=FORMATS,
+                        help="output format (default: from the output's extension, else irpa)")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="do not print the listing of the new file")
+
+
+def run(args) -> int:
+    return args.params_run(args)
+
+
+def _write_text(text: str) -> None:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+    sys.stdout.buffer.flush()
+
+
+def _load_scopes(args) -> ParameterScopes:
+    specs = list(args.parameters) + list(args.files)
+    return ParameterScopes.from_specs(specs, mode=args.mode)
+
+
+# -- dump ---------------------------------------------------------------------------------
+def run_dump(args) -> int:
+    scopes = _load_scopes(args)
+    if args.json:
+        _write_text(json.dumps(dump_json(scopes), indent=2) + "\n")
+    else:
+        _write_text(scopes.dump())
+    for spec in args.extract:
+        extract_parameter(scopes, spec)
+    return 0
+
+
+def dump_json(scopes: ParameterScopes) -> list:
+    out = []
+    for scope, index in scopes.items():
+        entries = []
+        for entry in index:
+            item = {"key": entry.key, "kind": entry.kind, "length": entry.length}
+            if entry.is_splat:
+                item["pattern"] = entry.pattern.hex()
+            else:
+                item["file"] = entry.file.path
+                item["offset"] = entry.offset
+            if entry.metadata:
+                item["metadata"] = entry.metadata.hex()
+            if entry.info:
+                item["info"] = {k: list(v) if isinstance(v, tuple) else v
+                                for k, v in entry.info.items()}
+            entries.append(item)
+        out.append({"scope": scope, "entries": entries, "total_bytes": index.total_bytes})
+    return out
+
+
+def extract_parameter(scopes: ParameterScopes, spec: str) -> None:
+    identifier, sep, path = spec.partition("=")
+    if not sep or not path:
+        raise VmrtError(f"--extract expects [SCOPE::]KEY=FILE, got '{spec}'",
+                        StatusCode.INVALID_ARGUMENT)
+    scope, sep, key = identifier.partition("::")
+    if not sep:
+        scope, key = "", identifier
+    try:
+        entry = scopes.index(scope).lookup(key)
+        name = f"{scope}::{key}" if scope else key
+        _write_text(f"Extracting parameter `{name}` ({entry.length}b) to `{path}`...\n")
+        with open(path, "wb") as out:
+            if entry.is_file:
+                from vmrt.io.spans import copy_to_fd
+                out.truncate(entry.length)
+                copy_to_fd(out.fileno(), 0, entry)
+            else:
+                out.write(entry.read())
+    except VmrtError as error:
+        raise error.annotate(f"extracting parameter with flag `{spec}`")
+
+
+# -- create -------------------------------------------------------------------------------
+def run_create(args) -> int:
+    output_format = args.format or format_from_name(args.output) or "irpa"
+    if args.splat and output_format != "irpa":
+        raise VmrtError(f"{output_format} files cannot hold splat parameters; use --data",
+                        StatusCode.INVALID_ARGUMENT)
+    index = ParameterIndex()
+    data_entries = set()
+    # As iree-create-parameters: splats (no storage) first, then data in flag order.
+    for flag in args.splat:
+        decl = _decl(flag, "--splat")
+        index.add_splat(decl.name, decl.pattern, decl.length)
+    for flag in args.data:
+        decl = _decl(flag, "--data")
+        entry = index.add_splat(decl.name, decl.pattern, decl.length)
+        data_entries.add(id(entry))
+    options = {}
+    if output_format == "irpa":
+        options = {"alignment": args.alignment,
+                   "materialize": lambda entry: id(entry) in data_entries}
+    written = write_file(index, args.output, format=output_format, **options)
+    if not args.quiet:
+        _write_text(format_index("", written))
+    return 0
+
+
+def _decl(flag: str, option: str):
+    try:
+        return parse_parameter_decl(flag)
+    except VmrtError as error:
+        raise error.annotate(f"parsing {option}={flag}")
+
+
+# -- convert ------------------------------------------------------------------------------
+def convert_index(scopes: ParameterScopes, *, exclude=(), rename=(), strip=False,
+                  splat=()) -> ParameterIndex:
+    """The edited union of every scope, as iree-convert-parameters builds it."""
+    renames = {}
+    for flag in rename:
+        old, sep, new = flag.partition("=")
+        if not sep:
+            raise VmrtError(f"--rename expects OLD=NEW, got '{flag}'",
+                            StatusCode.INVALID_ARGUMENT)
+        renames.setdefault(old, new)
+    splats = {}
+    for flag in splat:
+        name, _, value = flag.partition("=")
+        try:
+            splats.setdefault(name, parse_splat_value(value))
+        except VmrtError as error:
+            raise error.annotate(f"parsing --splat={flag}")
+    excluded = set(exclude)
+    result = ParameterIndex()
+    for _, index in scopes.items():
+        for entry in index:
+            if entry.key in excluded:
+                continue
+            key = renames.get(entry.key, entry.key)
+            pattern = splats.get(key, b"\0" if strip else None)
+            if pattern is not None:
+                result.add(ParameterIndexEntry(key=key, length=entry.length,
+                                               metadata=entry.metadata, pattern=pattern,
+                                               info=entry.info))
+            elif key != entry.key:
+                result.add(ParameterIndexEntry(key=key, length=entry.length,
+                                               metadata=entry.metadata, file=entry.file,
+                                               offset=entry.offset, pattern=entry.pattern,
+                                               info=entry.info))
+            else:
+                result.add(entry)
+    return result
+
+
+def run_convert(args) -> int:
+    scopes = _load_scopes(args)
+    index = convert_index(scopes, exclude=args.exclude, rename=args.rename, strip=args.strip,
+                          splat=args.splat)
+    output_format = args.format or format_from_name(args.output) or "irpa"
+    options = {"alignment": args.alignment} if output_format == "irpa" else {}
+    written = write_file(index, args.output, format=output_format, **options)
+    if not args.quiet:
+        _write_text(format_index("", written))
+    return 0
