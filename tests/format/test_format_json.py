@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from conftest import make_built_module
+from tests.format.conftest import make_built_module
 from vmrt.errors import ModuleFormatError
 from vmrt.format import (
     AttrDef,

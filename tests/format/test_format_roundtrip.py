@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from conftest import make_built_module
+from tests.format.conftest import make_built_module
 from vmrt.errors import ModuleFormatError
 from vmrt.format import (
     BytecodeModuleDef,

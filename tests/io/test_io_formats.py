@@ -10,7 +10,7 @@ from vmrt.errors import ArchiveError, StatusCode
 from vmrt.io import FileCache, ParameterIndex
 from vmrt.io.formats import format_from_name, sniff_format
 
-from conftest import iree_dump
+from tests.io.conftest import iree_dump
 
 
 def tensors_index():

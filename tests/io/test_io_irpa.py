@@ -11,7 +11,7 @@ from vmrt.io.formats import irpa
 from vmrt.io.formats.irpa import (DATA_ENTRY, HEADER_V0, SPLAT_ENTRY, IrpaPlan, parse_irpa,
                                   write_irpa)
 
-from conftest import run_vmrt
+from tests.io.conftest import run_vmrt
 
 
 def test_layout_sizes_match_the_schema():

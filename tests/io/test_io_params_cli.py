@@ -8,7 +8,7 @@ import pytest
 from vmrt.io import ParameterIndex
 from vmrt.tools.cli import main
 
-from conftest import iree_dump, run_vmrt
+from tests.io.conftest import iree_dump, run_vmrt
 
 
 def needs(tool):

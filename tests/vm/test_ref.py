@@ -48,7 +48,7 @@ def test_every_list_spelling_is_the_one_list_type(name):
     assert resolve_type(name).ref_type is VMList.ref_type
 
 
-@pytest.mark.parametrize("name", ["!hal.buffer", "!nope", "i32", "f64", "!vm.opaque", "?", ""])
+@pytest.mark.parametrize("name", ["!nope.buffer", "!nope", "i32", "f64", "!vm.opaque", "?", ""])
 def test_unknown_or_non_ref_names_look_up_none(name):
     assert lookup_ref_type(name) is None
 
@@ -97,7 +97,7 @@ def test_resolve_opaque_is_variant_not_a_ref():
 @pytest.mark.parametrize("name,code", [("", StatusCode.INVALID_ARGUMENT),
                                        ("?", StatusCode.NOT_FOUND),
                                        ("i1", StatusCode.NOT_FOUND),
-                                       ("!hal.buffer", StatusCode.NOT_FOUND),
+                                       ("!nope.buffer", StatusCode.NOT_FOUND),
                                        ("vm.buffer", StatusCode.NOT_FOUND)])
 def test_resolve_failures(name, code):
     # Without the '!' a ref type name is not found, as upstream's loader only

@@ -439,6 +439,9 @@ class Function:
         # Without spans each argument converts on its own: one generated function
         # converts them all (a comprehension over converters costs ~0.5 us a call).
         self._convert = None if "C" in self.arguments else _argument_converter(self.arguments)
+        # Set by a native module (hal: numpy arrays in, numpy arrays out) for ref values.
+        host = getattr(context, "host_adapter", None)
+        self._host = host if host is not None and "r" in self.arguments + self.results else None
 
     @property
     def full_name(self) -> str:
@@ -448,6 +451,9 @@ class Function:
         return f"<vmrt function {self.full_name} {self.cconv!r}>"
 
     def __call__(self, *args):
+        host = self._host
+        if host is not None:
+            args = host.convert_arguments(self.arguments, args)
         try:
             converted = self._convert(*args)
         except (TypeError, ValueError, OverflowError):
@@ -456,7 +462,7 @@ class Function:
             result = self._fn(*converted)
             if self._may_yield:
                 result = _drive(result)
-            return result
+            return result if host is None else host.convert_results(self.results, result)
         except BaseException as exc:
             self.context._vm_errors().__exit__(type(exc), exc, exc.__traceback__)
             raise

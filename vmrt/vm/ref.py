@@ -144,7 +144,13 @@ def register_ref_type(name: str, cls: type) -> RefType:
         raise VMError(
             f"ref type !{name} is already registered to {existing.cls.__qualname__}",
             StatusCode.ALREADY_EXISTS)
-    ref_type = RefType(name, cls)
+    # A module loaded before the registration holds a placeholder for this
+    # name: the placeholder becomes the real type, so those modules see it too.
+    ref_type = _placeholders.pop(name, None)
+    if ref_type is None:
+        ref_type = RefType(name, cls)
+    else:
+        ref_type.cls, ref_type.placeholder = cls, False
     _registry[name] = ref_type
     cls.ref_type = ref_type
     return ref_type

@@ -1,0 +1,87 @@
+"""The heap allocator of the local devices: every buffer is host memory that the
+device can also use (runtime/src/iree/hal/allocator_heap.c)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vmrt.errors import StatusCode
+from vmrt.hal.buffer import Buffer
+from vmrt.hal.types import (
+    BufferCompatibility, BufferUsage, HalError, MemoryAccess, MemoryType,
+)
+from vmrt.vm.ref import RefObject
+
+_DEVICE_VISIBLE = int(MemoryType.DEVICE_VISIBLE)
+_HOST_VISIBLE = int(MemoryType.HOST_VISIBLE)
+_OPTIMAL = int(MemoryType.OPTIMAL)
+_USAGE_TRANSFER = int(BufferUsage.TRANSFER)
+_USAGE_DISPATCH = int(BufferUsage.DISPATCH)
+_USAGE_ADDED = int(BufferUsage.MAPPING_SCOPED | BufferUsage.MAPPING_PERSISTENT |
+                   BufferUsage.MAPPING_ACCESS_RANDOM | BufferUsage.TRANSFER)
+_BASE_COMPATIBILITY = int(BufferCompatibility.ALLOCATABLE | BufferCompatibility.IMPORTABLE |
+                          BufferCompatibility.EXPORTABLE)
+
+
+def canonical_params(memory_type: int, usage: int, access: int = 0) -> tuple[int, int, int]:
+    """iree_hal_buffer_params_canonicalize: zero fields take their defaults."""
+    return (memory_type or _OPTIMAL, usage or int(BufferUsage.DEFAULT),
+            access or int(MemoryAccess.ALL))
+
+
+@dataclass
+class AllocatorStatistics:
+    host_bytes_allocated: int = 0
+    device_bytes_allocated: int = 0
+    buffers_allocated: int = 0
+    buffers_imported: int = 0
+
+
+class HeapAllocator(RefObject):
+    """A hal.allocator handing out host memory buffers."""
+
+    __slots__ = ("identifier", "statistics")
+
+    def __init__(self, identifier: str = "heap"):
+        self.identifier = identifier
+        self.statistics = AllocatorStatistics()
+
+    def __repr__(self) -> str:
+        return f"<hal.allocator {self.identifier}>"
+
+    def query_compatibility(self, memory_type: int, usage: int) -> tuple[int, int, int]:
+        """(compatibility bits, memory type, usage) a buffer with these params gets."""
+        compatibility = _BASE_COMPATIBILITY
+        if memory_type & _DEVICE_VISIBLE == _DEVICE_VISIBLE:
+            if usage & _USAGE_TRANSFER:
+                compatibility |= int(BufferCompatibility.QUEUE_TRANSFER)
+            if usage & _USAGE_DISPATCH:
+                compatibility |= int(BufferCompatibility.QUEUE_DISPATCH)
+        # Host memory is always mappable; OPTIMAL is only an allocation hint.
+        memory_type = (memory_type | _HOST_VISIBLE) & ~_OPTIMAL
+        return compatibility, memory_type, usage | _USAGE_ADDED
+
+    def allocate_buffer(self, memory_type: int, usage: int, size: int, access: int = 0,
+                        queue_affinity: int = -1) -> Buffer:
+        memory_type, usage, access = canonical_params(memory_type, usage, access)
+        compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
+        if not compatibility & int(BufferCompatibility.ALLOCATABLE):
+            raise HalError("allocator cannot allocate a buffer with the given parameters",
+                           StatusCode.INVALID_ARGUMENT)
+        buffer = Buffer.allocate(size, memory_type, access, usage, queue_affinity)
+        stats = self.statistics
+        stats.buffers_allocated += 1
+        stats.host_bytes_allocated += size
+        return buffer
+
+    def import_buffer(self, memory, memory_type: int, usage: int, access: int = 0,
+                      queue_affinity: int = -1) -> Buffer:
+        """Wraps host memory (anything with the buffer protocol) without copying."""
+        memory_type, usage, access = canonical_params(memory_type, usage, access)
+        compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
+        if not compatibility & int(BufferCompatibility.IMPORTABLE):
+            raise HalError("allocator cannot import a buffer with the given parameters",
+                           StatusCode.INVALID_ARGUMENT)
+        buffer = Buffer.wrap(memory, memory_type, access, usage, queue_affinity)
+        self.statistics.buffers_imported += 1
+        return buffer

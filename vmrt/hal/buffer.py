@@ -1,0 +1,260 @@
+"""HAL buffers: host memory with a memory type, allowed access and usage; subspans; mapping.
+
+An allocated buffer owns its storage (a writable memoryview of bytes, from a
+bytearray or imported host memory). A subspan shares its allocated buffer's
+storage at an offset; subspans of subspans collapse onto the allocated buffer
+as upstream's iree_hal_buffer_subspan does. Ranges and checks follow
+runtime/src/iree/hal/buffer.c; WHOLE_BUFFER (-1) means "to the end".
+"""
+
+from __future__ import annotations
+
+from vmrt.errors import StatusCode
+from vmrt.hal.types import (
+    WHOLE_BUFFER, BufferUsage, HalError, MemoryAccess, MemoryType, format_buffer_usage,
+    format_memory_access, format_memory_type,
+)
+from vmrt.vm.ref import RefObject
+
+_ACCESS_ANY = int(MemoryAccess.ANY)
+_ACCESS_READ_WRITE = int(MemoryAccess.READ | MemoryAccess.WRITE)
+_HOST_VISIBLE = int(MemoryType.HOST_VISIBLE)
+
+# iree_hal_mapping_mode_t
+MAPPING_MODE_SCOPED = 1 << 0
+MAPPING_MODE_PERSISTENT = 1 << 1
+
+
+def validate_memory_type(actual: int, expected: int) -> None:
+    if actual & expected != expected:
+        raise HalError("buffer memory type is not compatible with the requested operation; "
+                       f"buffer has {format_memory_type(actual)}, operation requires "
+                       f"{format_memory_type(expected)}", StatusCode.PERMISSION_DENIED)
+
+
+def validate_access(allowed: int, required: int) -> None:
+    if required & _ACCESS_ANY:
+        return
+    if not required & _ACCESS_READ_WRITE:
+        raise HalError("memory access must specify one or more of _READ or _WRITE",
+                       StatusCode.INVALID_ARGUMENT)
+    if allowed & required != required:
+        raise HalError("buffer does not support the requested access type; buffer allows "
+                       f"{format_memory_access(allowed)}, operation requires "
+                       f"{format_memory_access(required)}", StatusCode.PERMISSION_DENIED)
+
+
+def validate_usage(allowed: int, required: int) -> None:
+    if allowed & required != required:
+        raise HalError("requested usage was not specified when the buffer was allocated; "
+                       f"buffer allows {format_buffer_usage(allowed)}, operation requires "
+                       f"{format_buffer_usage(required)}", StatusCode.PERMISSION_DENIED)
+
+
+def calculate_range(base_offset: int, max_length: int, offset: int,
+                    length: int) -> tuple[int, int]:
+    """(base_offset + offset, length) of a range inside [0, max_length); a
+    length of WHOLE_BUFFER runs to the end (iree_hal_buffer_calculate_range).
+    Negative offsets and lengths other than WHOLE_BUFFER are huge unsigned
+    numbers upstream, so they are out of range here too."""
+    if offset < 0 or offset > max_length:
+        raise HalError("attempted to access an address off the end of the valid buffer range "
+                       f"(offset={offset}, length={length}, buffer byte_length={max_length})",
+                       StatusCode.OUT_OF_RANGE)
+    if length == WHOLE_BUFFER:
+        length = max_length - offset
+    if length == 0:
+        return base_offset + offset, 0
+    if length < 0 or offset + length > max_length:
+        raise HalError("attempted to access an address outside of the valid buffer range "
+                       f"(offset={offset}, adjusted_length={length}, end={offset + length - 1}, "
+                       f"buffer byte_length={max_length})", StatusCode.OUT_OF_RANGE)
+    return base_offset + offset, length
+
+
+class Buffer(RefObject):
+    """A hal.buffer. `byte_offset`/`byte_length` locate it inside the storage
+    of its allocated buffer (itself, unless it is a subspan)."""
+
+    __slots__ = ("allocated", "storage", "byte_offset", "byte_length", "allocation_size",
+                 "memory_type", "allowed_access", "allowed_usage", "queue_affinity",
+                 "_preserve_count", "_decommitted")
+
+    def __init__(self, storage: memoryview, memory_type: int, allowed_access: int,
+                 allowed_usage: int, *, allocated: "Buffer | None" = None, byte_offset: int = 0,
+                 byte_length: int | None = None, queue_affinity: int = -1):
+        self.allocated = allocated if allocated is not None else self
+        self.storage = storage
+        self.byte_offset = byte_offset
+        self.byte_length = len(storage) - byte_offset if byte_length is None else byte_length
+        self.allocation_size = len(storage)
+        self.memory_type = memory_type
+        self.allowed_access = allowed_access
+        self.allowed_usage = allowed_usage
+        self.queue_affinity = queue_affinity
+        self._preserve_count = 1
+        self._decommitted = False
+
+    @classmethod
+    def allocate(cls, size: int, memory_type: int, allowed_access: int,
+                 allowed_usage: int, queue_affinity: int = -1) -> "Buffer":
+        """A new zero-filled buffer of `size` bytes."""
+        if size < 0:
+            raise HalError(f"allocation size {size} is negative", StatusCode.INVALID_ARGUMENT)
+        try:
+            data = bytearray(size)
+        except (MemoryError, OverflowError):
+            raise HalError(f"cannot allocate a buffer of {size} bytes",
+                           StatusCode.RESOURCE_EXHAUSTED) from None
+        return cls(memoryview(data), memory_type, allowed_access, allowed_usage,
+                   queue_affinity=queue_affinity)
+
+    @classmethod
+    def wrap(cls, memory, memory_type: int, allowed_access: int, allowed_usage: int,
+             queue_affinity: int = -1) -> "Buffer":
+        """A buffer over existing host memory (no copy): anything exposing a
+        contiguous buffer. Read-only memory only admits READ access."""
+        view = memoryview(memory)
+        if not view.c_contiguous:
+            raise HalError("imported host memory must be contiguous", StatusCode.INVALID_ARGUMENT)
+        if view.ndim != 1 or view.format != "B":
+            view = view.cast("B")
+        if view.readonly and allowed_access & int(MemoryAccess.WRITE):
+            raise HalError("read-only host memory cannot be imported for writing",
+                           StatusCode.PERMISSION_DENIED)
+        return cls(view, memory_type, allowed_access, allowed_usage,
+                   queue_affinity=queue_affinity)
+
+    def __repr__(self) -> str:
+        kind = "subspan " if self.allocated is not self else ""
+        return (f"<hal.buffer {kind}{self.byte_length} bytes @{self.byte_offset} "
+                f"{format_memory_type(self.memory_type)}>")
+
+    # -- ranges --------------------------------------------------------------------------------
+    def subspan(self, offset: int, length: int) -> "Buffer":
+        """iree_hal_buffer_subspan: the whole buffer returns itself."""
+        start, length = calculate_range(self.byte_offset, self.byte_length, offset, length)
+        if start == self.byte_offset and length == self.byte_length:
+            return self
+        root = self.allocated
+        return Buffer(root.storage, root.memory_type, root.allowed_access, root.allowed_usage,
+                      allocated=root, byte_offset=start, byte_length=length,
+                      queue_affinity=root.queue_affinity)
+
+    def check_range(self, offset: int, length: int) -> None:
+        """iree_hal_buffer_validate_range: [offset, offset+length) lies in the buffer."""
+        if offset < 0 or offset > self.byte_length:
+            raise HalError("attempted to access an address off the end of the valid buffer "
+                           f"range (offset={offset}, length={length}, buffer byte_length="
+                           f"{self.byte_length})", StatusCode.OUT_OF_RANGE)
+        if length and (length < 0 or offset + length > self.byte_length):
+            raise HalError("attempted to access an address outside of the valid buffer range "
+                           f"(offset={offset}, length={length}, end(inc)={offset + length - 1}, "
+                           f"buffer byte_length={self.byte_length})", StatusCode.OUT_OF_RANGE)
+
+    # -- mapping -------------------------------------------------------------------------------
+    def map_range(self, access: int, offset: int = 0, length: int = WHOLE_BUFFER,
+                  mode: int = MAPPING_MODE_SCOPED) -> memoryview:
+        """A writable view of bytes [offset, offset+length) of this buffer after
+        upstream's checks (access, and for persistent mappings memory type and
+        usage). Read-only access still gets a writable view of host memory only
+        when the storage itself is writable; callers honour `access`."""
+        validate_access(self.allowed_access, access)
+        if mode & MAPPING_MODE_PERSISTENT:
+            validate_memory_type(self.memory_type, _HOST_VISIBLE)
+            validate_usage(self.allowed_usage, int(BufferUsage.MAPPING_PERSISTENT))
+        if self.allocated._decommitted:
+            raise HalError("buffer has been deallocated (hal.device.queue.dealloca)",
+                           StatusCode.FAILED_PRECONDITION)
+        start, length = calculate_range(self.byte_offset, self.byte_length, offset, length)
+        return self.storage[start:start + length]
+
+    def view(self) -> memoryview:
+        """The buffer's bytes (no access checks; for the device's own use)."""
+        start = self.byte_offset
+        return self.storage[start:start + self.byte_length]
+
+    def map_read(self, offset: int, length: int) -> bytes:
+        """iree_hal_buffer_map_read: a copy of bytes [offset, offset+length)."""
+        if length == 0:
+            return b""
+        return bytes(self.map_range(int(MemoryAccess.READ), offset, length))
+
+    def map_write(self, offset: int, data) -> None:
+        """iree_hal_buffer_map_write: copies `data` (bytes-like) in at `offset`."""
+        data = memoryview(data).cast("B")
+        if len(data) == 0:
+            return
+        self.map_range(int(MemoryAccess.DISCARD_WRITE), offset, len(data))[:] = data
+
+    def map_fill(self, offset: int, length: int, pattern: bytes) -> None:
+        """iree_hal_buffer_map_fill with a 1, 2 or 4 byte pattern."""
+        check_fill_pattern(len(pattern))
+        if length == 0:
+            return
+        target = self.map_range(int(MemoryAccess.DISCARD_WRITE), offset, length)
+        fill_view(target, offset, pattern)
+
+    # -- allocation lifetime (hal.buffer.allocation.*) ---------------------------------------------
+    def allocation_preserve(self) -> None:
+        self.allocated._preserve_count += 1
+
+    def allocation_discard(self) -> bool:
+        """True when this drops the last preservation (the caller owns the memory)."""
+        root = self.allocated
+        root._preserve_count -= 1
+        return root._preserve_count == 0
+
+    def allocation_is_terminal(self) -> bool:
+        return self.allocated._preserve_count == 1
+
+    def decommit(self) -> None:
+        """Marks the allocation dead (queue dealloca): later mappings fail."""
+        self.allocated._decommitted = True
+
+
+def check_fill_pattern(pattern_length: int) -> None:
+    if pattern_length not in (1, 2, 4):
+        raise HalError(f"fill patterns must be 1, 2, or 4 bytes (got {pattern_length})",
+                       StatusCode.INVALID_ARGUMENT)
+
+
+def fill_view(target: memoryview, offset: int, pattern: bytes) -> None:
+    """Fills `target` (mapped from buffer offset `offset`) with `pattern`."""
+    size = len(pattern)
+    length = len(target)
+    if offset % size or length % size:
+        raise HalError(f"attempting to fill a range with {size} byte values that is not "
+                       f"aligned (offset={offset}, length={length})",
+                       StatusCode.INVALID_ARGUMENT)
+    target[:] = pattern * (length // size)
+
+
+def buffers_overlap(lhs: Buffer, lhs_offset: int, lhs_length: int, rhs: Buffer,
+                 rhs_offset: int, rhs_length: int) -> bool:
+    """True when two ranges share bytes of the same allocation."""
+    if lhs.allocated is not rhs.allocated:
+        return False
+    lhs_start = lhs.byte_offset + lhs_offset
+    rhs_start = rhs.byte_offset + rhs_offset
+    if lhs_length == WHOLE_BUFFER:
+        lhs_length = lhs.byte_length - lhs_offset
+    if rhs_length == WHOLE_BUFFER:
+        rhs_length = rhs.byte_length - rhs_offset
+    if not lhs_length or not rhs_length:
+        return False
+    return lhs_start + lhs_length > rhs_start and rhs_start + rhs_length > lhs_start
+
+
+def map_copy(source: Buffer, source_offset: int, target: Buffer, target_offset: int,
+             length: int) -> None:
+    """iree_hal_buffer_map_copy: ranges in the same allocation must not overlap."""
+    if length == 0:
+        return
+    if buffers_overlap(source, source_offset, length, target, target_offset, length):
+        raise HalError("source and target ranges must not overlap within the same buffer",
+                       StatusCode.INVALID_ARGUMENT)
+    src = source.map_range(int(MemoryAccess.READ), source_offset, length)
+    dst = target.map_range(int(MemoryAccess.DISCARD_WRITE), target_offset, length)
+    count = min(len(src), len(dst))
+    dst[:count] = src[:count]

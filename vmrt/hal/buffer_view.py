@@ -1,0 +1,74 @@
+"""Buffer views: a buffer with a shape, an IREE element type and an encoding
+(runtime/src/iree/hal/buffer_view.h), and the size rules that go with them."""
+
+from __future__ import annotations
+
+from vmrt.errors import StatusCode
+from vmrt.hal.buffer import Buffer
+from vmrt.hal.types import (
+    EncodingType, HalError, element_bit_count, element_packed_byte_count,
+)
+from vmrt.vm.ref import RefObject
+
+#: Largest rank the tools accept (upstream's parser and VLA casts use 128).
+MAX_RANK = 128
+
+
+def compute_view_size(shape, element_type: int,
+                      encoding_type: int = EncodingType.DENSE_ROW_MAJOR) -> int:
+    """iree_hal_buffer_compute_view_size: bytes a dense row-major view needs."""
+    if encoding_type != EncodingType.DENSE_ROW_MAJOR:
+        raise HalError("unimplemented encoding type size calculation",
+                       StatusCode.UNIMPLEMENTED)
+    if element_bit_count(element_type) == 0:
+        raise HalError("opaque element types cannot be indexed", StatusCode.INVALID_ARGUMENT)
+    count = 1
+    for dim in shape:
+        count *= dim
+    return element_packed_byte_count(element_type, count)
+
+
+class BufferView(RefObject):
+    """A hal.buffer_view. `shape` is a tuple of non-negative ints."""
+
+    __slots__ = ("buffer", "shape", "element_type", "encoding_type", "byte_length")
+
+    def __init__(self, buffer: Buffer, shape, element_type: int,
+                 encoding_type: int = EncodingType.DENSE_ROW_MAJOR):
+        if buffer is None:
+            raise HalError("buffer view needs a buffer", StatusCode.INVALID_ARGUMENT)
+        shape = tuple(int(d) for d in shape)
+        if len(shape) > MAX_RANK:
+            raise HalError(f"shape rank {len(shape)} exceeds {MAX_RANK}",
+                           StatusCode.RESOURCE_EXHAUSTED)
+        self.buffer = buffer
+        self.shape = shape
+        self.element_type = int(element_type) & 0xFFFFFFFF
+        self.encoding_type = int(encoding_type) & 0xFFFFFFFF
+        count = 1
+        for dim in shape:
+            count *= dim
+        self.byte_length = element_packed_byte_count(self.element_type, count)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def element_count(self) -> int:
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count
+
+    def dim(self, index: int) -> int:
+        """iree_hal_buffer_view_shape_dim; an index past the rank is an error here
+        (upstream reads past the shape array)."""
+        if not 0 <= index < len(self.shape):
+            raise HalError(f"shape dimension {index} out of range of rank {len(self.shape)}",
+                           StatusCode.OUT_OF_RANGE)
+        return self.shape[index]
+
+    def __repr__(self) -> str:
+        from vmrt.hal.buffer_view_io import format_shape_and_type
+        return f"<hal.buffer_view {format_shape_and_type(self.shape, self.element_type)}>"

@@ -1,0 +1,603 @@
+"""Buffer views as text, numpy arrays and .npy files, the way IREE's tools read
+and print them (runtime/src/iree/hal/string_util.c, buffer_view_util.c,
+runtime/src/iree/tooling/function_io.c, numpy_io.c).
+
+Text form: `2x3xf32=1 2 3 4 5 6` (shape `AxB...x`, element type, `=`, values
+separated by spaces, commas or brackets); a single value fills the whole
+tensor, no values means zeros. Printing nests rows in brackets
+(`2x3xf32=[1 2 3][4 5 6]`), floats as C's `%G`, and stops after
+`max_element_count` elements with `...`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import struct
+
+from vmrt.errors import StatusCode
+from vmrt.hal import small_float
+from vmrt.hal.buffer_view import MAX_RANK, BufferView, compute_view_size
+from vmrt.hal.types import (
+    BufferUsage, ElementType, EncodingType, HalError, MemoryAccess, MemoryType,
+    NumericalType, element_bit_count, element_byte_count, element_numerical_type,
+    make_element_type,
+)
+
+E = ElementType
+
+# -- shapes and element types ----------------------------------------------------------------------
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """`2x3` -> (2, 3); the empty string is a scalar shape ()."""
+    if not text:
+        return ()
+    dims = []
+    parts = text.split("x")
+    for index, part in enumerate(parts):
+        value = _parse_c_integer(part, signed=True, bits=64)
+        if value is None or value < 0:
+            raise HalError(f"shape[{index}] invalid value '{part}' of '{text}'",
+                           StatusCode.INVALID_ARGUMENT)
+        dims.append(value)
+    if len(dims) > MAX_RANK:
+        raise HalError(f"a shape rank of {len(dims)} is just a little bit excessive, eh?",
+                       StatusCode.RESOURCE_EXHAUSTED)
+    return tuple(dims)
+
+
+def format_shape(shape) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+_SPECIAL_TYPE_NAMES = {
+    E.FLOAT_8_E5M2: "f8E5M2", E.FLOAT_8_E4M3_FN: "f8E4M3FN",
+    E.FLOAT_8_E5M2_FNUZ: "f8E5M2FNUZ", E.FLOAT_8_E4M3_FNUZ: "f8E4M3FNUZ",
+    E.FLOAT_8_E8M0_FNU: "f8E8M0FNU",
+}
+_SPECIAL_TYPES = {name: int(t) for t, name in _SPECIAL_TYPE_NAMES.items()}
+_TYPE_PREFIXES = (("i", NumericalType.INTEGER), ("si", NumericalType.INTEGER_SIGNED),
+                  ("ui", NumericalType.INTEGER_UNSIGNED), ("f", NumericalType.FLOAT_IEEE),
+                  ("bf", NumericalType.FLOAT_BRAIN), ("cf", NumericalType.FLOAT_COMPLEX),
+                  ("x", NumericalType.UNKNOWN), ("*", NumericalType.UNKNOWN))
+_PREFIX_OF = {NumericalType.BOOLEAN: "i", NumericalType.INTEGER: "i",
+              NumericalType.INTEGER_SIGNED: "si", NumericalType.INTEGER_UNSIGNED: "ui",
+              NumericalType.FLOAT_IEEE: "f", NumericalType.FLOAT_BRAIN: "bf",
+              NumericalType.FLOAT_COMPLEX: "cf"}
+
+
+def parse_element_type(text: str) -> int:
+    """`f32`, `i8`, `si16`, `ui64`, `bf16`, `cf64`, `i1` (bool), `x8`/`*8`
+    (opaque), `f8E4M3FN`... -> the IREE element type value."""
+    if text == "i1":
+        return int(E.BOOL_8)
+    special = _SPECIAL_TYPES.get(text)
+    if special is not None:
+        return special
+    # Longest prefix first ("si" before "i", "bf" before "f").
+    for prefix, numerical in sorted(_TYPE_PREFIXES, key=lambda p: -len(p[0])):
+        if text.startswith(prefix):
+            bits = _parse_c_integer(text[len(prefix):], signed=False, bits=32, limit=16)
+            if bits is None or bits > 0xFF:
+                raise HalError(f"out of range bit count in '{text}'",
+                               StatusCode.INVALID_ARGUMENT)
+            return make_element_type(numerical, bits)
+    raise HalError(f"unhandled element type prefix in '{text}'", StatusCode.INVALID_ARGUMENT)
+
+
+def format_element_type(element_type: int) -> str:
+    special = _SPECIAL_TYPE_NAMES.get(element_type)
+    if special is not None:
+        return special
+    numerical = element_numerical_type(element_type)
+    bits = element_bit_count(element_type)
+    if numerical == NumericalType.BOOLEAN:
+        return "i1"
+    return f"{_PREFIX_OF.get(numerical, '*')}{bits}"
+
+
+def format_shape_and_type(shape, element_type: int) -> str:
+    prefix = format_shape(shape) + "x" if shape else ""
+    return prefix + format_element_type(element_type)
+
+
+def parse_shape_and_type(text: str) -> tuple[tuple[int, ...], int]:
+    """`2x3xf32` (anything after an `=` is ignored) -> ((2, 3), FLOAT_32)."""
+    text = _strip_quotes(text)
+    if not text:
+        raise HalError("empty string input", StatusCode.INVALID_ARGUMENT)
+    metadata = text.split("=", 1)[0]
+    shape_text, sep, type_text = metadata.rpartition("x")
+    if not sep:
+        shape_text, type_text = "", metadata
+    return parse_shape(shape_text), parse_element_type(type_text)
+
+
+def _strip_quotes(text: str) -> str:
+    text = text.strip()
+    if text.startswith('"'):
+        text = text[1:]
+    if text.endswith('"'):
+        text = text[:-1]
+    return text
+
+
+# -- C number parsing (strtol/strtoul/strtof/strtod prefixes, as upstream's atoi/atof) -------------
+_C_INT = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+_C_FLOAT = re.compile(
+    r"\s*[+-]?(?:inf(?:inity)?|nan(?:\([0-9A-Za-z_]*\))?"
+    r"|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
+    r"|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)", re.IGNORECASE)
+
+
+def _parse_c_integer(text: str, *, signed: bool, bits: int, limit: int = 32) -> int | None:
+    """What iree_string_view_atoi_{int,uint}{32,64} would store, or None when
+    it fails: base 0 (0x.. hex, 0.. octal), trailing text ignored, values out
+    of the C long/unsigned long range rejected, the rest wrapped to `bits`."""
+    if len(text) >= limit:
+        return None
+    match = _C_INT.match(text)
+    if match is None:
+        return None
+    sign, digits = match.groups()
+    if digits[:2] in ("0x", "0X"):
+        magnitude = int(digits[2:], 16)
+    elif len(digits) > 1 and digits[0] == "0":
+        magnitude = int(digits, 8)
+    else:
+        magnitude = int(digits)
+    value = -magnitude if sign == "-" else magnitude
+    if signed:
+        if not -(1 << 63) <= value < (1 << 63):
+            return None
+        value &= (1 << bits) - 1
+        return value - (1 << bits) if value >> (bits - 1) else value
+    if magnitude >= 1 << 64:
+        return None
+    return value & ((1 << bits) - 1)
+
+
+def _parse_c_float(text: str, single: bool) -> float | None:
+    """iree_string_view_atof/atod: a strtof/strtod prefix; underflow to zero fails."""
+    if len(text) >= 32:
+        return None
+    match = _C_FLOAT.match(text)
+    if match is None:
+        return None
+    token = match.group(0).strip()
+    lower = token.lower().lstrip("+-")
+    negative = token.startswith("-")
+    if lower.startswith("nan"):
+        return -math.nan if negative else math.nan
+    if lower.startswith("inf"):
+        return -math.inf if negative else math.inf
+    if lower.startswith("0x"):
+        body = token.lstrip("+-")
+        value = float.fromhex(("-" if negative else "") + body)
+    else:
+        value = float(token)
+    if single:
+        value = _round_f32(value)
+    if value == 0 and not _mantissa_is_zero(lower):
+        return None  # ERANGE underflow: upstream reports failure
+    return value
+
+
+def _mantissa_is_zero(token: str) -> bool:
+    """True when an unsigned decimal/hex float token spells a zero."""
+    if token.startswith("0x"):
+        return not re.search(r"[1-9a-f]", token[2:].split("p")[0])
+    return not re.search(r"[1-9]", token.split("e")[0])
+
+
+def parse_scalar(text: str, kind: str):
+    """A primitive `--input` for cconv type `kind` (i, I, f, F) as
+    iree-run-module parses it (C strtol/strtod rules, see above)."""
+    text = text.strip()
+    if kind in ("i", "I"):
+        value = _parse_c_integer(text, signed=True, bits=32 if kind == "i" else 64,
+                                 limit=16 if kind == "i" else 32)
+    elif kind in ("f", "F"):
+        value = _parse_c_float(text, single=kind == "f")
+    else:
+        raise HalError(f"unimplemented cconv type `{kind}`", StatusCode.UNIMPLEMENTED)
+    if value is None:
+        name = {"i": "i32", "I": "i64", "f": "f32", "F": "f64"}[kind]
+        raise HalError(f"parsing value `{text}` as {name}", StatusCode.INVALID_ARGUMENT)
+    return value
+
+
+def _round_f32(value: float) -> float:
+    try:
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+# -- elements --------------------------------------------------------------------------------------
+_INT_FORMATS = {
+    int(E.INT_8): ("b", True), int(E.SINT_8): ("b", True), int(E.UINT_8): ("B", False),
+    int(E.INT_16): ("h", True), int(E.SINT_16): ("h", True), int(E.UINT_16): ("H", False),
+    int(E.INT_32): ("i", True), int(E.SINT_32): ("i", True), int(E.UINT_32): ("I", False),
+    int(E.INT_64): ("q", True), int(E.SINT_64): ("q", True), int(E.UINT_64): ("Q", False),
+}
+_NARROW_FLOATS = {
+    int(E.FLOAT_16): ("H", small_float.F16), int(E.BFLOAT_16): ("H", small_float.BF16),
+    int(E.FLOAT_8_E5M2): ("B", small_float.F8E5M2),
+    int(E.FLOAT_8_E4M3_FN): ("B", small_float.F8E4M3FN),
+    int(E.FLOAT_8_E5M2_FNUZ): ("B", small_float.F8E5M2FNUZ),
+    int(E.FLOAT_8_E4M3_FNUZ): ("B", small_float.F8E4M3FNUZ),
+}
+
+
+def parse_element(text: str, element_type: int) -> bytes:
+    """One element's bytes (little-endian); INVALID_ARGUMENT when it does not parse."""
+    element_type = int(element_type)
+    bad = HalError(f"cannot parse `{text}` as {format_element_type(element_type)}",
+                   StatusCode.INVALID_ARGUMENT)
+    if element_type in (E.INT_8, E.INT_16):
+        value = _parse_c_integer(text, signed=True, bits=32, limit=16)
+        low, high = (-128, 255) if element_type == E.INT_8 else (-32768, 65535)
+        if value is None or not low <= value <= high:
+            raise bad
+        return (value & (0xFF if element_type == E.INT_8 else 0xFFFF)).to_bytes(
+            element_byte_count(element_type), "little")
+    if element_type in (E.SINT_8, E.SINT_16):
+        value = _parse_c_integer(text, signed=True, bits=32, limit=16)
+        if value is None or value > (127 if element_type == E.SINT_8 else 32767):
+            raise bad
+        size = element_byte_count(element_type)
+        return (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+    if element_type in (E.UINT_8, E.UINT_16):
+        value = _parse_c_integer(text, signed=False, bits=32, limit=16)
+        if value is None or value > (255 if element_type == E.UINT_8 else 65535):
+            raise bad
+        return value.to_bytes(element_byte_count(element_type), "little")
+    if element_type in (E.INT_32, E.SINT_32, E.UINT_32, E.INT_64, E.SINT_64, E.UINT_64):
+        bits = element_bit_count(element_type)
+        signed = element_type != E.UINT_32 and element_type != E.UINT_64
+        value = _parse_c_integer(text, signed=signed, bits=bits, limit=16 if bits == 32 else 32)
+        if value is None:
+            raise bad
+        return (value & ((1 << bits) - 1)).to_bytes(bits // 8, "little")
+    if element_type == E.FLOAT_32:
+        value = _parse_c_float(text, single=True)
+        if value is None:
+            raise bad
+        return struct.pack("<f", value)
+    if element_type == E.FLOAT_64:
+        value = _parse_c_float(text, single=False)
+        if value is None:
+            raise bad
+        return struct.pack("<d", value)
+    narrow = _NARROW_FLOATS.get(element_type)
+    if narrow is not None or element_type == E.FLOAT_8_E8M0_FNU:
+        value = _parse_c_float(text, single=True)
+        if value is None:
+            raise bad
+        if narrow is None:
+            return bytes([small_float.f32_to_e8m0(value)])
+        code, fmt = narrow
+        return struct.pack("<" + code, small_float.from_f32(value, fmt))
+    # Everything else (i1, opaque, complex, i4...) is written as hex bytes.
+    size = element_byte_count(element_type)
+    if len(text) != size * 2:
+        raise HalError(f"binary hex element count mismatch: buffer length={len(text)} < "
+                       f"expected={size * 2}", StatusCode.INVALID_ARGUMENT)
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise bad from None
+
+
+_SEPARATORS = re.compile(r"[\s,\[\]]+")
+
+
+def parse_elements(text: str, element_type: int, element_count: int) -> bytes:
+    """Dense bytes of `element_count` elements; one value is a splat, no
+    values are zeros, any other count is OUT_OF_RANGE."""
+    size = element_byte_count(element_type)
+    tokens = [t for t in _SEPARATORS.split(text) if t]
+    if not tokens:
+        return bytes(size * element_count)
+    if len(tokens) > element_count:
+        raise HalError(f"output data overflow: element_capacity={element_count} < dst_i="
+                       f"{element_count}", StatusCode.OUT_OF_RANGE)
+    if len(tokens) == 1:
+        return parse_element(tokens[0], element_type) * element_count
+    if len(tokens) < element_count:
+        raise HalError(f"input data string underflow: dst_i={len(tokens)} < "
+                       f"element_capacity={element_count}", StatusCode.OUT_OF_RANGE)
+    return b"".join(parse_element(t, element_type) for t in tokens)
+
+
+def _format_float(value: float) -> str:
+    """C's printf("%G", value), including the sign of NaN."""
+    if math.isnan(value):
+        return "-NAN" if math.copysign(1.0, value) < 0 else "NAN"
+    return "%G" % value
+
+
+def element_formatter(element_type: int):
+    """A function (bytes of one element) -> text, as iree_hal_format_element."""
+    element_type = int(element_type)
+    int_format = _INT_FORMATS.get(element_type)
+    if int_format is not None:
+        unpack = struct.Struct("<" + int_format[0]).unpack
+        return lambda data: str(unpack(data)[0])
+    if element_type == E.FLOAT_32:
+        unpack = struct.Struct("<f").unpack
+        return lambda data: _format_float(unpack(data)[0])
+    if element_type == E.FLOAT_64:
+        unpack = struct.Struct("<d").unpack
+        return lambda data: _format_float(unpack(data)[0])
+    narrow = _NARROW_FLOATS.get(element_type)
+    if narrow is not None:
+        unpack = struct.Struct("<" + narrow[0]).unpack
+        fmt = narrow[1]
+        return lambda data: _format_float(small_float.to_f32(unpack(data)[0], fmt))
+    if element_type == E.FLOAT_8_E8M0_FNU:
+        return lambda data: _format_float(small_float.e8m0_to_f32(data[0]))
+    return lambda data: bytes(data).hex().upper()
+
+
+def format_elements(data, shape, element_type: int, max_element_count: int = 1024) -> str:
+    """iree_hal_format_buffer_elements: nested rows in brackets, at most
+    `max_element_count` elements in all (a cut row ends in `...`)."""
+    data = memoryview(data).cast("B")
+    size = element_byte_count(element_type)
+    fmt = element_formatter(element_type)
+    remaining = [max(0, max_element_count)]
+    parts: list[str] = []
+
+    def rows(offset: int, dims) -> None:
+        if len(dims) > 1:
+            stride = size
+            for d in dims[1:]:
+                stride *= d
+            if len(data) - offset < stride * dims[0]:
+                raise _underflow(len(data) - offset, stride * dims[0])
+            for i in range(dims[0]):
+                parts.append("[")
+                rows(offset + i * stride, dims[1:])
+                parts.append("]")
+            return
+        count = min(remaining[0], dims[0])
+        if len(data) - offset < count * size:
+            raise _underflow(len(data) - offset, count * size)
+        remaining[0] -= count
+        parts.append(" ".join(fmt(data[offset + i * size:offset + (i + 1) * size])
+                              for i in range(count)))
+        if count < dims[0]:
+            parts.append("...")
+
+    rows(0, tuple(shape) or (1,))
+    return "".join(parts)
+
+
+def _underflow(have: int, need: int) -> HalError:
+    return HalError(f"input data underflow: data_length={have} < expected={need}",
+                    StatusCode.OUT_OF_RANGE)
+
+
+# -- buffer views ----------------------------------------------------------------------------------
+#: Buffers made for host-provided inputs: device-local, mappable, default usage.
+INPUT_MEMORY_TYPE = int(MemoryType.DEVICE_LOCAL)
+INPUT_USAGE = int(BufferUsage.DEFAULT | BufferUsage.MAPPING)
+
+
+def _allocator_of(device_or_allocator):
+    return getattr(device_or_allocator, "allocator", device_or_allocator)
+
+
+def buffer_view_from_bytes(device_or_allocator, shape, element_type: int, data) -> BufferView:
+    """A new buffer view holding a copy of `data` (exactly the view's size)."""
+    allocator = _allocator_of(device_or_allocator)
+    size = compute_view_size(shape, element_type)
+    data = memoryview(data).cast("B")
+    if len(data) != size:
+        raise HalError(f"buffer view {format_shape_and_type(shape, element_type)} needs {size} "
+                       f"bytes but {len(data)} were given", StatusCode.INVALID_ARGUMENT)
+    buffer = allocator.allocate_buffer(INPUT_MEMORY_TYPE, INPUT_USAGE, size)
+    buffer.view()[:] = data
+    return BufferView(buffer, shape, element_type, EncodingType.DENSE_ROW_MAJOR)
+
+
+def parse_buffer_view(text: str, device_or_allocator) -> BufferView:
+    """iree_hal_buffer_view_parse: `2x3xf32=1 2 3 4 5 6`, `f32=2.5`, `4xi8=7`."""
+    text = _strip_quotes(text)
+    if not text:
+        raise HalError("empty string input", StatusCode.INVALID_ARGUMENT)
+    shape, element_type = parse_shape_and_type(text)
+    _, _, data_text = text.partition("=")
+    count = 1
+    for d in shape:
+        count *= d
+    compute_view_size(shape, element_type)  # rejects opaque zero-width types
+    data = parse_elements(data_text, element_type, count)
+    return buffer_view_from_bytes(device_or_allocator, shape, element_type, data)
+
+
+def buffer_view_bytes(view: BufferView) -> memoryview:
+    """The bytes of a dense buffer view (a view of its buffer, no copy)."""
+    return view.buffer.map_range(int(MemoryAccess.READ), 0, view.byte_length)
+
+
+def format_buffer_view(view: BufferView, max_element_count: int = 1024) -> str:
+    """iree_hal_buffer_view_format: `2x3xf32=[1 2 3][4 5 6]`."""
+    data = view.buffer.map_range(int(MemoryAccess.READ), 0, -1)
+    return (format_shape_and_type(view.shape, view.element_type) + "=" +
+            format_elements(data, view.shape, view.element_type, max_element_count))
+
+
+# -- numpy -----------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _dtype_table() -> dict:
+    """Element type -> numpy dtype (built once; numpy is imported on first use)."""
+    import numpy as np
+    types = {
+        E.BOOL_8: np.bool_, E.INT_8: np.int8, E.SINT_8: np.int8, E.UINT_8: np.uint8,
+        E.INT_16: np.int16, E.SINT_16: np.int16, E.UINT_16: np.uint16, E.INT_32: np.int32,
+        E.SINT_32: np.int32, E.UINT_32: np.uint32, E.INT_64: np.int64, E.SINT_64: np.int64,
+        E.UINT_64: np.uint64, E.FLOAT_16: np.float16, E.FLOAT_32: np.float32,
+        E.FLOAT_64: np.float64, E.COMPLEX_FLOAT_64: np.complex64,
+        E.COMPLEX_FLOAT_128: np.complex128,
+    }
+    return {int(k): np.dtype(v) for k, v in types.items()}
+
+
+def dtype_for_element_type(element_type: int):
+    """The numpy dtype holding an element type (opaque and other types without a
+    numpy twin come out as raw unsigned integers of their width)."""
+    import numpy as np
+    dtype = _dtype_table().get(element_type)
+    if dtype is not None:
+        return dtype
+    size = element_byte_count(element_type)
+    if element_bit_count(element_type) % 8 == 0 and size in (1, 2, 4, 8):
+        return np.dtype(f"<u{size}")
+    raise HalError(f"element type {format_element_type(element_type)} has no numpy dtype",
+                   StatusCode.UNIMPLEMENTED)
+
+
+def element_type_for_dtype(dtype) -> int:
+    import numpy as np
+    dtype = np.dtype(dtype)
+    kind, size = dtype.kind, dtype.itemsize
+    if kind == "b":
+        return int(E.BOOL_8)
+    if kind in "iu" and size in (1, 2, 4, 8):
+        numerical = NumericalType.INTEGER_SIGNED if kind == "i" else \
+            NumericalType.INTEGER_UNSIGNED
+        return make_element_type(numerical, size * 8)
+    if kind == "f" and size in (2, 4, 8):
+        return make_element_type(NumericalType.FLOAT_IEEE, size * 8)
+    if kind == "c" and size in (8, 16):
+        return make_element_type(NumericalType.FLOAT_COMPLEX, size * 8)
+    raise HalError(f"numpy dtype {dtype} has no IREE element type", StatusCode.INVALID_ARGUMENT)
+
+
+def buffer_view_from_numpy(array, device_or_allocator) -> BufferView:
+    """A new buffer view holding a copy of a numpy array (C order, little-endian)."""
+    import numpy as np
+    array = np.asarray(array)
+    element_type = element_type_for_dtype(array.dtype)
+    contiguous = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+    return buffer_view_from_bytes(device_or_allocator, array.shape, element_type,
+                                  memoryview(contiguous).cast("B") if contiguous.size else b"")
+
+
+def buffer_view_to_numpy(view: BufferView):
+    """A numpy array holding a copy of a dense buffer view's contents."""
+    import numpy as np
+    if view.encoding_type not in (EncodingType.DENSE_ROW_MAJOR, EncodingType.OPAQUE):
+        raise HalError("only dense row-major buffer views convert to numpy",
+                       StatusCode.UNIMPLEMENTED)
+    dtype = dtype_for_element_type(view.element_type)
+    data = buffer_view_bytes(view)
+    return np.frombuffer(data, dtype=dtype, count=view.element_count).reshape(view.shape).copy()
+
+
+# -- .npy files and tool inputs --------------------------------------------------------------------
+class InputStreams:
+    """Files opened by `--input` values: `@path` reads from the start, `+path`
+    continues where the previous input from that file stopped."""
+
+    def __init__(self):
+        self._files: dict[str, object] = {}
+
+    def open(self, path: str, append: bool):
+        stream = self._files.get(path)
+        if stream is None:
+            stream = self._files[path] = open(path, "rb")
+        elif not append:
+            stream.seek(0)
+        return stream
+
+    def close(self) -> None:
+        for stream in self._files.values():
+            stream.close()
+        self._files.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _at_end(stream) -> bool:
+    position = stream.tell()
+    more = stream.read(1)
+    stream.seek(position)
+    return not more
+
+
+def read_npy(stream, device_or_allocator) -> BufferView:
+    """One array from a .npy stream as a buffer view."""
+    import numpy as np
+    try:
+        array = np.lib.format.read_array(stream, allow_pickle=False)
+    except (ValueError, OSError) as error:
+        raise HalError(f"invalid .npy data: {error}", StatusCode.INVALID_ARGUMENT) from None
+    return buffer_view_from_numpy(array, device_or_allocator)
+
+
+def parse_tensor_input(text: str, device_or_allocator, streams: InputStreams) -> list:
+    """The values one `--input` for a ref argument stands for, as iree-run-module
+    reads them: `(null)`, `@a.npy` / `+a.npy` (next array), `*a.npy` (every
+    remaining array: several values), `2x3xf32=@raw.bin` / `=+raw.bin` (raw
+    bytes), `&...` (the buffer of a view), or a text buffer view."""
+    text = text.strip()
+    if not text:
+        raise HalError("no value specified for input", StatusCode.INVALID_ARGUMENT)
+    if text in ("(null)", "(ignored)"):
+        return [None]
+    if text[0] in "@+*":
+        path = text[1:]
+        if not path.endswith(".npy"):
+            raise HalError("only numpy (.npy) files are supported for metadata-less variant I/O",
+                           StatusCode.UNIMPLEMENTED)
+        stream = streams.open(path, append=text[0] != "@")
+        if text[0] != "*":
+            return [read_npy(stream, device_or_allocator)]
+        views = []
+        while not _at_end(stream):
+            views.append(read_npy(stream, device_or_allocator))
+        return views
+    storage = text.startswith("&")
+    if storage:
+        text = text[1:]
+    metadata, sep, contents = text.partition("=")
+    if sep and contents[:1] in ("@", "+"):
+        shape, element_type = parse_shape_and_type(metadata)
+        size = compute_view_size(shape, element_type)
+        stream = streams.open(contents[1:], append=contents[0] == "+")
+        data = stream.read(size)
+        if len(data) < size:
+            raise HalError(f"file {contents[1:]} ended after {len(data)} of {size} bytes",
+                           StatusCode.OUT_OF_RANGE)
+        view = buffer_view_from_bytes(device_or_allocator, shape, element_type, data)
+    else:
+        if not storage and "=" not in text and "x" not in text:
+            raise HalError("invalid tensor specification, requires at least a shape/type "
+                           "(`4x2xf32=...`)", StatusCode.INVALID_ARGUMENT)
+        view = parse_buffer_view(text, device_or_allocator)
+    return [view.buffer if storage else view]
+
+
+def format_result(index: int, value, max_element_count: int = 1024,
+                  list_name: str = "result") -> str:
+    """One `result[i]: ...` entry as iree-run-module prints it (buffer views as
+    `hal.buffer_view` and their contents on the next line; numbers are the
+    caller's business and are formatted here only for refs)."""
+    head = f"{list_name}[{index}]: "
+    if value is None:
+        return head + "(null)"
+    if isinstance(value, BufferView):
+        return head + "hal.buffer_view\n" + format_buffer_view(value, max_element_count)
+    ref_type = getattr(value, "ref_type", None)
+    name = ref_type.name if ref_type is not None else type(value).__name__
+    return head + name + "\n(no printer)"

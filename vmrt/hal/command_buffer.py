@@ -1,0 +1,438 @@
+"""Command buffers: recorded fill/update/copy/dispatch commands separated by
+barriers, validated as they are recorded (runtime/src/iree/hal/
+command_buffer_validation.c) and replayed by a device against a binding table.
+
+A buffer reference is `(buffer, slot, offset, length)`: a direct reference
+names a buffer, an indirect one (buffer None) names a binding-table slot that
+is resolved when the command buffer is executed.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from vmrt.errors import StatusCode
+from vmrt.hal.allocator import HeapAllocator
+from vmrt.hal.buffer import (
+    MAPPING_MODE_PERSISTENT, buffers_overlap, calculate_range, check_fill_pattern, fill_view,
+    validate_access, validate_memory_type, validate_usage,
+)
+from vmrt.hal.executable import DispatchState, Executable
+from vmrt.hal.types import (
+    CUSTOM_ARGUMENTS, WHOLE_BUFFER, BufferCompatibility, BufferUsage,
+    CommandBufferMode, CommandCategory, HalError, MemoryAccess, MemoryType,
+    format_buffer_usage, format_command_category,
+)
+from vmrt.vm.ref import RefObject
+
+_TRANSFER = int(CommandCategory.TRANSFER)
+_DISPATCH = int(CommandCategory.DISPATCH)
+_DEVICE_VISIBLE = int(MemoryType.DEVICE_VISIBLE)
+_QUEUE_TRANSFER = int(BufferCompatibility.QUEUE_TRANSFER)
+_QUEUE_DISPATCH = int(BufferCompatibility.QUEUE_DISPATCH)
+_ACCESS_ANY = int(MemoryAccess.ANY)
+_ACCESS_READ = int(MemoryAccess.READ)
+_ACCESS_WRITE = int(MemoryAccess.WRITE)
+_WORKGROUP_COUNT = struct.Struct("<3I")
+
+
+class Requirements:
+    """What the recorded commands need of one buffer (upstream's
+    iree_hal_buffer_binding_requirements_t); merged per binding-table slot."""
+
+    __slots__ = ("compatibility", "usage", "access", "memory_type", "max_byte_offset",
+                 "alignment")
+
+    def __init__(self, compatibility=0, usage=0, access=0, memory_type=0, max_byte_offset=0,
+                 alignment=0):
+        self.compatibility = compatibility
+        self.usage = usage
+        self.access = access
+        self.memory_type = memory_type
+        self.max_byte_offset = max_byte_offset
+        self.alignment = alignment
+
+    def merge(self, other: "Requirements") -> None:
+        self.compatibility |= other.compatibility
+        self.usage |= other.usage
+        self.access |= other.access
+        self.memory_type |= other.memory_type
+        self.max_byte_offset = max(self.max_byte_offset, other.max_byte_offset)
+        if other.alignment:
+            self.alignment = math.lcm(self.alignment or 1, other.alignment)
+
+
+def validate_binding(allocator: HeapAllocator, buffer, offset: int, length: int,
+                     req: Requirements) -> None:
+    """iree_hal_command_buffer_validate_binding_requirements."""
+    if req.usage == 0:
+        return
+    if buffer is None:
+        raise HalError("binding table slot requires a buffer but none was provided",
+                       StatusCode.INVALID_ARGUMENT)
+    compatibility, _, _ = allocator.query_compatibility(
+        buffer.memory_type, buffer.allowed_usage & req.usage)
+    if compatibility & req.compatibility != req.compatibility:
+        raise HalError("requested buffer usage is not supported for the buffer on this queue; "
+                       f"buffer allows usage {format_buffer_usage(buffer.allowed_usage)}, "
+                       f"operation requires {format_buffer_usage(req.usage)}",
+                       StatusCode.PERMISSION_DENIED)
+    validate_usage(buffer.allowed_usage, req.usage)
+    validate_access(buffer.allowed_access, req.access)
+    validate_memory_type(buffer.memory_type, req.memory_type)
+    if req.max_byte_offset > 0 and length != WHOLE_BUFFER and \
+            offset + req.max_byte_offset > offset + length:
+        raise HalError("at least one command attempted to access an address outside of the "
+                       f"valid bound buffer range (length={req.max_byte_offset}, binding "
+                       f"offset={offset}, binding length={length})", StatusCode.OUT_OF_RANGE)
+    if req.alignment and offset % req.alignment:
+        raise HalError("binding offset does not match the required alignment of one or more "
+                       f"command (offset={offset}, min_byte_alignment={req.alignment})",
+                       StatusCode.INVALID_ARGUMENT)
+
+
+def resolve_ref(table, ref) -> tuple[object, int, int]:
+    """(buffer, offset, length) of a reference; indirect ones go through
+    `table`, a sequence of (buffer, offset, length) bindings
+    (iree_hal_buffer_binding_table_resolve_ref)."""
+    buffer, slot, offset, length = ref
+    if buffer is not None:
+        return buffer, offset, length
+    if not table:
+        return None, 0, 0
+    if slot >= len(table):
+        raise HalError(f"buffer binding {slot} out of range of binding table with capacity "
+                       f"{len(table)}", StatusCode.OUT_OF_RANGE)
+    bound, bound_offset, bound_length = table[slot]
+    if bound is None:
+        return None, 0, 0
+    max_length = bound_length if bound_length != WHOLE_BUFFER else \
+        bound.byte_length - bound_offset
+    start, length = calculate_range(bound_offset, max_length, offset, length)
+    return bound, start, length
+
+
+# -- commands --------------------------------------------------------------------------------------
+class FillCommand:
+    __slots__ = ("target", "pattern")
+
+    def __init__(self, target, pattern: bytes):
+        self.target = target
+        self.pattern = pattern
+
+    def run(self, table, runner) -> None:
+        buffer, offset, length = resolve_ref(table, self.target)
+        _require(buffer, "fill target")
+        if length == 0:
+            return
+        fill_view(buffer.map_range(_ACCESS_WRITE, offset, length), offset, self.pattern)
+
+
+class UpdateCommand:
+    __slots__ = ("data", "target")
+
+    def __init__(self, data: bytes, target):
+        self.data = data
+        self.target = target
+
+    def run(self, table, runner) -> None:
+        buffer, offset, length = resolve_ref(table, self.target)
+        _require(buffer, "update target")
+        view = buffer.map_range(_ACCESS_WRITE, offset, length)
+        view[:] = self.data[:len(view)]
+
+
+class CopyCommand:
+    __slots__ = ("source", "target")
+
+    def __init__(self, source, target):
+        self.source = source
+        self.target = target
+
+    def run(self, table, runner) -> None:
+        src, src_offset, src_length = resolve_ref(table, self.source)
+        dst, dst_offset, dst_length = resolve_ref(table, self.target)
+        _require(src, "copy source")
+        _require(dst, "copy target")
+        if buffers_overlap(src, src_offset, src_length, dst, dst_offset, dst_length):
+            raise HalError("source and target ranges overlap within the same buffer",
+                           StatusCode.INVALID_ARGUMENT)
+        source = src.map_range(_ACCESS_READ, src_offset, src_length)
+        target = dst.map_range(_ACCESS_WRITE, dst_offset, dst_length)
+        count = min(len(source), len(target))
+        target[:count] = source[:count]
+
+
+class DispatchCommand:
+    __slots__ = ("executable", "function", "workgroup_count", "workgroup_count_ref",
+                 "constants", "bindings", "flags")
+
+    def __init__(self, executable: Executable, function: int, workgroup_count,
+                 workgroup_count_ref, constants: bytes, bindings, flags: int):
+        self.executable = executable
+        self.function = function
+        self.workgroup_count = workgroup_count
+        self.workgroup_count_ref = workgroup_count_ref
+        self.constants = constants
+        self.bindings = bindings
+        self.flags = flags
+
+    def resolve(self, table) -> DispatchState:
+        """The dispatch with its bindings mapped and its workgroup count read."""
+        count = self.workgroup_count
+        if self.workgroup_count_ref is not None:
+            buffer, offset, _ = resolve_ref(table, self.workgroup_count_ref)
+            _require(buffer, "workgroup count buffer")
+            count = _WORKGROUP_COUNT.unpack(buffer.map_range(_ACCESS_READ, offset, 12))
+        views = []
+        for index, ref in enumerate(self.bindings):
+            buffer, offset, length = resolve_ref(table, ref)
+            if buffer is None:
+                raise HalError(f"required binding {index} is NULL; all bindings must have a "
+                               "valid pointer", StatusCode.FAILED_PRECONDITION)
+            views.append(buffer.map_range(_ACCESS_ANY, offset, length, MAPPING_MODE_PERSISTENT))
+        return DispatchState(self.function, tuple(count), (1, 1, 1), self.constants, views)
+
+    def run(self, table, runner) -> None:
+        runner(self.executable, self.resolve(table))
+
+
+def _require(buffer, what: str) -> None:
+    if buffer is None:
+        raise HalError(f"{what} is NULL", StatusCode.INVALID_ARGUMENT)
+
+
+class BarrierCommand:
+    __slots__ = ()
+
+    def run(self, table, runner) -> None:
+        pass
+
+
+_BARRIER = BarrierCommand()
+
+
+class CommandBuffer(RefObject):
+    """A hal.command_buffer recorded between begin() and end()."""
+
+    __slots__ = ("allocator", "mode", "categories", "queue_affinity", "binding_capacity",
+                 "binding_count", "commands", "slot_requirements", "_began", "_ended",
+                 "_debug_depth", "_validate")
+
+    def __init__(self, allocator: HeapAllocator, mode: int, categories: int,
+                 queue_affinity: int = -1, binding_capacity: int = 0):
+        self.allocator = allocator
+        self.mode = mode
+        self.categories = categories
+        self.queue_affinity = queue_affinity
+        self.binding_capacity = binding_capacity
+        self.binding_count = 0
+        self.commands: list = []
+        self.slot_requirements: dict[int, Requirements] = {}
+        self._began = False
+        self._ended = False
+        self._debug_depth = 0
+        self._validate = not mode & int(CommandBufferMode.UNVALIDATED)
+
+    def __repr__(self) -> str:
+        return f"<hal.command_buffer {len(self.commands)} commands>"
+
+    @property
+    def is_finalized(self) -> bool:
+        return self._ended
+
+    # -- recording state ----------------------------------------------------------------------
+    def begin(self) -> None:
+        if self._began and self._ended:
+            raise HalError("command buffer has already been recorded; re-recording command "
+                           "buffers is not allowed", StatusCode.FAILED_PRECONDITION)
+        if self._began:
+            raise HalError("command buffer is already in a recording state",
+                           StatusCode.FAILED_PRECONDITION)
+        self._began = True
+
+    def end(self) -> None:
+        if self._debug_depth != 0:
+            raise HalError(f"unbalanced debug group depth (expected 0, is {self._debug_depth})",
+                           StatusCode.FAILED_PRECONDITION)
+        if not self._began or self._ended:
+            raise HalError("command buffer is not in a recording state",
+                           StatusCode.FAILED_PRECONDITION)
+        self._ended = True
+
+    def _check_recording(self, categories: int) -> None:
+        if not self._began or self._ended:
+            raise HalError("command buffer is not in a recording state; all recording must "
+                           "happen between a begin/end pair", StatusCode.FAILED_PRECONDITION)
+        if categories and self.categories & categories != categories:
+            raise HalError(f"operation requires categories {format_command_category(categories)}"
+                           " but command buffer only supports "
+                           f"{format_command_category(self.categories)}",
+                           StatusCode.FAILED_PRECONDITION)
+
+    def _require(self, ref, req: Requirements) -> None:
+        buffer, slot, offset, length = ref
+        if buffer is not None:
+            validate_binding(self.allocator, buffer, 0, offset + length if length != WHOLE_BUFFER
+                             else WHOLE_BUFFER, req)
+            return
+        if slot >= self.binding_capacity:
+            raise HalError(f"indirect buffer reference slot {slot} is out range of the declared "
+                           f"binding capacity of the command buffer {self.binding_capacity}",
+                           StatusCode.OUT_OF_RANGE)
+        self.binding_count = max(self.binding_count, slot + 1)
+        merged = self.slot_requirements.get(slot)
+        if merged is None:
+            self.slot_requirements[slot] = merged = Requirements()
+        merged.merge(req)
+
+    # -- commands ---------------------------------------------------------------------------------
+    def begin_debug_group(self, label: str) -> None:
+        self._check_recording(0)
+        self._debug_depth += 1
+
+    def end_debug_group(self) -> None:
+        self._check_recording(0)
+        self._debug_depth -= 1
+
+    def execution_barrier(self, source_stage_mask: int = 0, target_stage_mask: int = 0,
+                          flags: int = 0) -> None:
+        self._check_recording(0)
+        self.commands.append(_BARRIER)
+
+    def advise_buffer(self, ref, flags: int = 0, arg0: int = 0, arg1: int = 0) -> None:
+        self._check_recording(_TRANSFER)
+        if self._validate:
+            self._require(ref, Requirements(memory_type=_DEVICE_VISIBLE,
+                                            max_byte_offset=_end(ref)))
+
+    def fill_buffer(self, target, pattern: bytes, flags: int = 0) -> None:
+        self._check_recording(_TRANSFER)
+        size = len(pattern)
+        if size not in (1, 2, 4):
+            raise HalError("fill value length is not one of the supported values "
+                           f"(pattern_length={size})", StatusCode.INVALID_ARGUMENT)
+        _, _, offset, length = target
+        if offset % size or length % size:
+            raise HalError("binding offset and/or length do not match the required alignment "
+                           f"of one or more command (offset={offset}, length={length}, "
+                           f"pattern_length={size})", StatusCode.INVALID_ARGUMENT)
+        if self._validate:
+            self._require(target, Requirements(
+                _QUEUE_TRANSFER, int(BufferUsage.TRANSFER_TARGET), _ACCESS_WRITE,
+                _DEVICE_VISIBLE, _end(target), size))
+        check_fill_pattern(size)
+        self.commands.append(FillCommand(target, bytes(pattern)))
+
+    def update_buffer(self, data, target, flags: int = 0) -> None:
+        self._check_recording(_TRANSFER)
+        if self._validate:
+            self._require(target, Requirements(
+                _QUEUE_TRANSFER, int(BufferUsage.TRANSFER_TARGET), _ACCESS_WRITE,
+                _DEVICE_VISIBLE, _end(target)))
+        # The source is copied now: the caller's memory may change after recording.
+        self.commands.append(UpdateCommand(bytes(data), target))
+
+    def copy_buffer(self, source, target, flags: int = 0) -> None:
+        self._check_recording(_TRANSFER)
+        if source[3] != target[3]:
+            raise HalError("copy spans between source and target must match (source_length="
+                           f"{source[3]}, target_length={target[3]})",
+                           StatusCode.INVALID_ARGUMENT)
+        if self._validate:
+            self._require(source, Requirements(
+                _QUEUE_TRANSFER, int(BufferUsage.TRANSFER_SOURCE), _ACCESS_READ,
+                _DEVICE_VISIBLE, _end(source)))
+            self._require(target, Requirements(
+                _QUEUE_TRANSFER, int(BufferUsage.TRANSFER_TARGET), _ACCESS_WRITE,
+                _DEVICE_VISIBLE, _end(target)))
+            if source[0] is not None and target[0] is not None and buffers_overlap(
+                    source[0], source[2], source[3], target[0], target[2], target[3]):
+                raise HalError("source and target ranges overlap within the same buffer",
+                               StatusCode.INVALID_ARGUMENT)
+        self.commands.append(CopyCommand(source, target))
+
+    def dispatch(self, executable: Executable, function: int, workgroup_count=None,
+                 constants: bytes = b"", bindings=(), flags: int = 0,
+                 workgroup_count_ref=None) -> None:
+        """Records a dispatch of `executable`'s function. `workgroup_count` is
+        (x, y, z), or `workgroup_count_ref` names a buffer holding three u32s."""
+        self._check_recording(_DISPATCH)
+        if flags & int(CUSTOM_ARGUMENTS):
+            raise HalError("direct/indirect arguments are not supported on the local command "
+                           "buffers", StatusCode.UNIMPLEMENTED)
+        if len(constants) % 4:
+            raise HalError(f"invalid alignment {len(constants)}, must be 4-byte aligned",
+                           StatusCode.INVALID_ARGUMENT)
+        info = executable.function_info(function)
+        if len(constants) != info.constant_count * 4:
+            raise HalError(f"constant count mismatch, expected {info.constant_count} but was "
+                           f"provided {len(constants) // 4}", StatusCode.INVALID_ARGUMENT)
+        if len(bindings) != info.binding_count:
+            raise HalError(f"binding count mismatch, expected {info.binding_count} but was "
+                           f"provided {len(bindings)}", StatusCode.INVALID_ARGUMENT)
+        if workgroup_count_ref is not None:
+            offset, length = workgroup_count_ref[2], workgroup_count_ref[3]
+            if offset % 4:
+                raise HalError("workgroup count offset does not match the required natural "
+                               f"alignment of uint32_t (offset={offset}, min_byte_alignment=4)",
+                               StatusCode.INVALID_ARGUMENT)
+            if length != WHOLE_BUFFER and length < 12:
+                raise HalError("workgroup count buffer does not have the capacity to store the "
+                               f"required 3 uint32_t values (length={length}, min_length=12)",
+                               StatusCode.OUT_OF_RANGE)
+            if self._validate:
+                ref = (workgroup_count_ref[0], workgroup_count_ref[1], offset, 12)
+                self._require(ref, Requirements(
+                    _QUEUE_DISPATCH, int(BufferUsage.DISPATCH_INDIRECT_PARAMETERS),
+                    _ACCESS_READ, _DEVICE_VISIBLE, offset + 12, 4))
+        elif workgroup_count is None or len(workgroup_count) != 3:
+            raise HalError("a dispatch needs three workgroup counts", StatusCode.INVALID_ARGUMENT)
+        if self._validate:
+            for ref in bindings:
+                self._require(ref, Requirements(
+                    _QUEUE_DISPATCH, int(BufferUsage.DISPATCH_STORAGE), _ACCESS_ANY,
+                    _DEVICE_VISIBLE, _end(ref)))
+        self.commands.append(DispatchCommand(
+            executable, function,
+            tuple(int(c) & 0xFFFFFFFF for c in workgroup_count) if workgroup_count else None,
+            workgroup_count_ref, bytes(constants), list(bindings), flags))
+
+    def collective(self, *args) -> None:
+        self._check_recording(_DISPATCH)
+        raise HalError("collectives not yet implemented on CPU", StatusCode.UNIMPLEMENTED)
+
+    # -- execution --------------------------------------------------------------------------------
+    def validate_submission(self, table) -> None:
+        """Checks a binding table against what the recorded commands need
+        (run when the command buffer is submitted)."""
+        if not self._ended:
+            raise HalError("command buffer must be finalized before it can be submitted",
+                           StatusCode.FAILED_PRECONDITION)
+        if len(table) < self.binding_count:
+            raise HalError(f"indirect command buffer requires at least {self.binding_count} "
+                           f"bindings but only {len(table)} were provided",
+                           StatusCode.INVALID_ARGUMENT)
+        if self._validate:
+            for slot, req in self.slot_requirements.items():
+                buffer, offset, length = table[slot]
+                validate_binding(self.allocator, buffer, offset, length, req)
+
+    def regions(self) -> list[list]:
+        """The commands split at barriers: commands of one region may run concurrently."""
+        regions: list[list] = [[]]
+        for command in self.commands:
+            if command is _BARRIER:
+                if regions[-1]:
+                    regions.append([])
+            else:
+                regions[-1].append(command)
+        if not regions[-1]:
+            regions.pop()
+        return regions
+
+
+def _end(ref) -> int:
+    offset, length = ref[2], ref[3]
+    return offset + length if length != WHOLE_BUFFER else 0

@@ -1,0 +1,335 @@
+"""Local HAL devices: queue operations ordered by semaphores, and the two
+drivers of upstream's local HAL.
+
+- `local-sync` (SyncDevice): every queue operation waits for its wait fence,
+  runs on the calling thread and signals its signal fence before returning
+  (runtime/src/iree/hal/drivers/local_sync). A failed operation fails its
+  signal fence and also raises to the caller.
+- `local-task` (TaskDevice): queue operations start when their wait fences are
+  reached and run on an issue thread; a dispatch's workgroups, and the
+  independent commands between two barriers, run on a pool of worker threads.
+  Failures travel through the signal fences.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import fnmatch
+import itertools
+import os
+import threading
+
+from vmrt.errors import StatusCode, VmrtError
+from vmrt.hal.allocator import HeapAllocator
+from vmrt.hal.buffer import Buffer, check_fill_pattern, fill_view, map_copy
+from vmrt.hal.command_buffer import CommandBuffer, DispatchCommand
+from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader
+from vmrt.hal.file import MemoryFile
+from vmrt.hal.semaphore import Fence, Semaphore
+from vmrt.hal.types import WHOLE_BUFFER, HalError, MemoryAccess
+from vmrt.vm.ref import RefObject
+
+_ACCESS_WRITE = int(MemoryAccess.WRITE)
+_ACCESS_READ = int(MemoryAccess.READ)
+
+
+def as_error(exc: BaseException) -> VmrtError:
+    """A status-carrying error for anything a queue operation raised."""
+    if isinstance(exc, VmrtError):
+        return exc
+    return HalError(f"{type(exc).__name__}: {exc}", StatusCode.INTERNAL)
+
+
+class Device(RefObject):
+    """A hal.device: allocator, executable loaders and queue operations.
+
+    Subclasses decide how a queue operation is scheduled (`_submit`) and how a
+    dispatch's workgroups are run (`_run_dispatches`).
+    """
+
+    __slots__ = ("identifier", "allocator", "loaders")
+
+    def __init__(self, identifier: str, loaders=None, allocator: HeapAllocator | None = None):
+        self.identifier = identifier
+        self.allocator = allocator or HeapAllocator()
+        if loaders is None:
+            from vmrt.hal.vmvx_loader import VmvxLoader
+            loaders = [VmvxLoader()]
+        self.loaders: list[ExecutableLoader] = list(loaders)
+
+    def __repr__(self) -> str:
+        return f"<hal.device {self.identifier}>"
+
+    # -- queries --------------------------------------------------------------------------------
+    @property
+    def concurrency(self) -> int:
+        return 1
+
+    def query_i64(self, category: str, key: str) -> int:
+        """iree_hal_device_query_i64; NOT_FOUND for keys the device does not know."""
+        if category == "hal.device.id":
+            return 1 if fnmatch.fnmatchcase(self.identifier, key) else 0
+        if category == "hal.executable.format":
+            return 1 if any(loader.supports(key) for loader in self.loaders) else 0
+        if category in ("hal.device", "hal.dispatch") and key == "concurrency":
+            return self.concurrency
+        raise HalError(f"unknown device configuration key value '{category} :: {key}'",
+                       StatusCode.NOT_FOUND)
+
+    # -- resources ------------------------------------------------------------------------------
+    def create_semaphore(self, initial_value: int = 0) -> Semaphore:
+        return Semaphore(initial_value)
+
+    def create_fence(self) -> Fence:
+        """A fence over a new semaphore, reached at value 1 (hal.fence.create)."""
+        return Fence([(Semaphore(0), 1)])
+
+    def create_command_buffer(self, mode: int, categories: int, queue_affinity: int = -1,
+                              binding_capacity: int = 0) -> CommandBuffer:
+        return CommandBuffer(self.allocator, mode, categories, queue_affinity, binding_capacity)
+
+    def create_executable(self, executable_format: str, data, constants: bytes = b"",
+                          queue_affinity: int = -1) -> Executable:
+        for loader in self.loaders:
+            if loader.supports(executable_format):
+                return loader.load(executable_format, data, constants)
+        formats = ", ".join(f for loader in self.loaders for f in loader.formats)
+        raise HalError(f"no executable loader supports the format '{executable_format}' "
+                       f"(available: {formats})", StatusCode.NOT_FOUND)
+
+    # -- scheduling (subclasses) -------------------------------------------------------------------
+    def _submit(self, wait: Fence | None, signal: Fence | None, work) -> None:
+        raise NotImplementedError
+
+    def _run_dispatches(self, dispatches: list[tuple[Executable, DispatchState]]) -> None:
+        raise NotImplementedError
+
+    def wait_idle(self, timeout_seconds: float | None = None) -> None:
+        """Blocks until all submitted work has finished."""
+
+    def close(self) -> None:
+        """Releases worker threads (a closed device can still run inline)."""
+
+    # -- queue operations --------------------------------------------------------------------------
+    def queue_alloca(self, queue_affinity: int, wait: Fence | None, signal: Fence | None,
+                     memory_type: int, usage: int, size: int, flags: int = 0) -> Buffer:
+        """Returns the buffer at once; it may be used once `signal` is reached."""
+        buffer = self.allocator.allocate_buffer(memory_type, usage, size,
+                                                queue_affinity=queue_affinity)
+        self._submit(wait, signal, None)
+        return buffer
+
+    def queue_dealloca(self, queue_affinity: int, wait: Fence | None, signal: Fence | None,
+                       buffer: Buffer, flags: int = 0) -> None:
+        # The memory goes back to Python once the last reference to it drops.
+        self._submit(wait, signal, None)
+
+    def queue_fill(self, queue_affinity: int, wait, signal, target: Buffer, offset: int,
+                   length: int, pattern: bytes, flags: int = 0) -> None:
+        check_fill_pattern(len(pattern))
+
+        def fill():
+            view = target.map_range(_ACCESS_WRITE, offset, length)
+            if len(view):
+                fill_view(view, offset, pattern)
+        self._submit(wait, signal, fill)
+
+    def queue_update(self, queue_affinity: int, wait, signal, data, target: Buffer,
+                     offset: int, length: int, flags: int = 0) -> None:
+        source = bytes(data[:length]) if length != WHOLE_BUFFER else bytes(data)
+
+        def update():
+            view = target.map_range(_ACCESS_WRITE, offset, len(source))
+            view[:] = source
+        self._submit(wait, signal, update)
+
+    def queue_copy(self, queue_affinity: int, wait, signal, source: Buffer, source_offset: int,
+                   target: Buffer, target_offset: int, length: int, flags: int = 0) -> None:
+        self._submit(wait, signal,
+                     lambda: map_copy(source, source_offset, target, target_offset, length))
+
+    def queue_read(self, queue_affinity: int, wait, signal, source: MemoryFile,
+                   source_offset: int, target: Buffer, target_offset: int, length: int,
+                   flags: int = 0) -> None:
+        def read():
+            view = target.map_range(_ACCESS_WRITE, target_offset, length)
+            view[:] = source.read(source_offset, len(view))
+        self._submit(wait, signal, read)
+
+    def queue_write(self, queue_affinity: int, wait, signal, source: Buffer, source_offset: int,
+                    target: MemoryFile, target_offset: int, length: int,
+                    flags: int = 0) -> None:
+        def write():
+            target.write(target_offset, source.map_range(_ACCESS_READ, source_offset, length))
+        self._submit(wait, signal, write)
+
+    def queue_barrier(self, queue_affinity: int, wait, signal, flags: int = 0) -> None:
+        self._submit(wait, signal, None)
+
+    def queue_flush(self, queue_affinity: int = -1) -> None:
+        pass
+
+    def queue_execute(self, queue_affinity: int, wait, signal,
+                      command_buffer: CommandBuffer | None, binding_table=(),
+                      flags: int = 0) -> None:
+        """Runs a finalized command buffer; `binding_table` is a sequence of
+        (buffer, offset, length) for its indirect references."""
+        if command_buffer is None:
+            self._submit(wait, signal, None)
+            return
+        table = [tuple(b) for b in binding_table]
+        command_buffer.validate_submission(table)
+        self._submit(wait, signal, lambda: self._execute(command_buffer, table))
+
+    def _execute(self, command_buffer: CommandBuffer, table) -> None:
+        for region in command_buffer.regions():
+            dispatches = []
+            for command in region:
+                if isinstance(command, DispatchCommand):
+                    dispatches.append((command.executable, command.resolve(table)))
+                else:
+                    command.run(table, None)
+            if dispatches:
+                self._run_dispatches(dispatches)
+
+
+class SyncDevice(Device):
+    """`local-sync`: everything runs inline on the caller's thread."""
+
+    __slots__ = ()
+
+    def __init__(self, identifier: str = "local-sync", loaders=None, allocator=None):
+        super().__init__(identifier, loaders, allocator)
+
+    def _submit(self, wait: Fence | None, signal: Fence | None, work) -> None:
+        if wait is not None and wait.timepoints:
+            wait.wait()
+        if work is not None:
+            try:
+                work()
+            except BaseException as exc:
+                error = as_error(exc)
+                if signal is not None:
+                    signal.fail(error)
+                if error is exc:
+                    raise
+                raise error from exc
+        if signal is not None:
+            signal.signal()
+
+    def _run_dispatches(self, dispatches) -> None:
+        for executable, state in dispatches:
+            prepared = executable.prepare(state)
+            executable.run_workgroups(prepared, state.workgroup_ids(), 0)
+
+
+class TaskDevice(Device):
+    """`local-task`: queue operations on an issue thread, workgroups on workers."""
+
+    __slots__ = ("worker_count", "_workers", "_workers_local", "_issuer", "_pending", "_idle",
+                 "_lock")
+
+    def __init__(self, identifier: str = "local-task", loaders=None, allocator=None,
+                 worker_count: int | None = None):
+        super().__init__(identifier, loaders, allocator)
+        self.worker_count = max(1, worker_count or min(8, os.cpu_count() or 1))
+        ids = itertools.count()
+        local = threading.local()
+        self._workers = concurrent.futures.ThreadPoolExecutor(
+            self.worker_count, thread_name_prefix="vmrt-hal-worker",
+            initializer=lambda: setattr(local, "worker_id", next(ids)))
+        self._workers_local = local
+        # Independent queue operations may run side by side; each may wait on the workers.
+        self._issuer = concurrent.futures.ThreadPoolExecutor(
+            2, thread_name_prefix="vmrt-hal-issue")
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+
+    @property
+    def concurrency(self) -> int:
+        return self.worker_count
+
+    def _submit(self, wait: Fence | None, signal: Fence | None, work) -> None:
+        with self._lock:
+            self._pending += 1
+
+        def finish(error):
+            try:
+                if signal is not None:
+                    if error is None:
+                        signal.signal()
+                    else:
+                        signal.fail(error)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    if not self._pending:
+                        self._idle.notify_all()
+
+        def run():
+            try:
+                if work is not None:
+                    work()
+            except BaseException as exc:  # travels through the signal fence
+                finish(as_error(exc))
+                return
+            finish(None)
+
+        def ready(error):
+            if error is not None:
+                finish(error)
+            elif work is None:
+                finish(None)
+            else:
+                self._issuer.submit(run)
+
+        if wait is None:
+            ready(None)
+        else:
+            wait.on_reached(ready)
+
+    def _run_dispatches(self, dispatches) -> None:
+        """Splits every dispatch of a region into chunks of workgroups and runs
+        them all on the workers; returns when all are done."""
+        local = self._workers_local
+        futures = []
+        for executable, state in dispatches:
+            prepared = executable.prepare(state)
+            total = state.workgroup_total
+            chunk = max(1, -(-total // self.worker_count))
+
+            def run_chunk(start, stop, executable=executable, prepared=prepared, state=state):
+                executable.run_workgroups(prepared, state.workgroup_ids(start, stop),
+                                          local.worker_id)
+            for start in range(0, total, chunk):
+                futures.append(self._workers.submit(run_chunk, start, start + chunk))
+        first_error = None
+        for future in futures:
+            try:
+                future.result()
+            except BaseException as exc:
+                first_error = first_error or exc
+        if first_error is not None:
+            raise first_error
+
+    def wait_idle(self, timeout_seconds: float | None = None) -> None:
+        with self._idle:
+            if not self._idle.wait_for(lambda: self._pending == 0, timeout_seconds):
+                raise HalError("timeout waiting for the device to become idle",
+                               StatusCode.DEADLINE_EXCEEDED)
+
+    def close(self) -> None:
+        self._issuer.shutdown(wait=True)
+        self._workers.shutdown(wait=True)
+
+
+def create_device(name: str = "local-sync", **options) -> Device:
+    """A device by driver name: 'local-sync' or 'local-task' (also 'local',
+    an alias of local-sync)."""
+    if name in ("local-sync", "local"):
+        return SyncDevice(**options)
+    if name == "local-task":
+        return TaskDevice(**options)
+    raise HalError(f"no HAL driver named '{name}' (available: local-sync, local-task)",
+                   StatusCode.NOT_FOUND)

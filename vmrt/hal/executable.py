@@ -1,0 +1,104 @@
+"""Executables and their loaders: what a dispatch needs to know about an
+exported function, and how its workgroups are run (runtime/src/iree/hal/local/
+local_executable.h, executable_loader.h).
+
+A dispatch is prepared once (`prepare`) from a `DispatchState` and then its
+workgroups are run, possibly by several workers at once (`run_workgroups`
+with a worker id; each worker has its own execution state).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vmrt.errors import StatusCode
+from vmrt.hal.types import HalError
+from vmrt.vm.ref import RefObject
+
+#: IREE_HAL_EXECUTABLE_WORKGROUP_LOCAL_MEMORY_PAGE_SIZE.
+LOCAL_MEMORY_PAGE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    """An exported dispatch function's declared requirements."""
+
+    name: str
+    constant_count: int = 0
+    binding_count: int = 0
+    local_memory_size: int = 0  # bytes, a whole number of pages
+
+
+@dataclass
+class DispatchState:
+    """One dispatch as the command buffer resolved it: workgroup counts and
+    sizes, 32-bit constants and the bytes each binding covers."""
+
+    function: int
+    workgroup_count: tuple[int, int, int]
+    workgroup_size: tuple[int, int, int] = (1, 1, 1)
+    constants: bytes = b""
+    bindings: list = field(default_factory=list)  # writable memoryviews
+
+    @property
+    def workgroup_total(self) -> int:
+        x, y, z = self.workgroup_count
+        return x * y * z
+
+    def workgroup_ids(self, start: int = 0, stop: int | None = None):
+        """Workgroup (x, y, z) ids in upstream's order (x fastest), the
+        [start, stop) slice of the linearized range."""
+        cx, cy, _ = self.workgroup_count
+        total = self.workgroup_total
+        stop = total if stop is None else min(stop, total)
+        plane = cx * cy
+        for index in range(start, stop):
+            z, rest = divmod(index, plane)
+            y, x = divmod(rest, cx)
+            yield x, y, z
+
+
+class Executable(RefObject):
+    """A hal.executable: a table of dispatch functions."""
+
+    __slots__ = ("functions", "_by_name")
+
+    def __init__(self, functions: list[FunctionInfo]):
+        self.functions = list(functions)
+        self._by_name = {f.name: i for i, f in enumerate(self.functions)}
+
+    def __repr__(self) -> str:
+        return f"<hal.executable {len(self.functions)} functions>"
+
+    def lookup_function(self, name: str) -> int:
+        ordinal = self._by_name.get(name)
+        if ordinal is None:
+            raise HalError(f"no exported function with the name `{name}` found in module",
+                           StatusCode.NOT_FOUND)
+        return ordinal
+
+    def function_info(self, function: int) -> FunctionInfo:
+        if not 0 <= function < len(self.functions):
+            raise HalError(f"function id {function} out of range (count: "
+                           f"{len(self.functions)})", StatusCode.OUT_OF_RANGE)
+        return self.functions[function]
+
+    def prepare(self, state: DispatchState):
+        """Per-dispatch data shared by all workers (override)."""
+        return state
+
+    def run_workgroups(self, prepared, workgroups, worker_id: int = 0) -> None:
+        """Runs the given workgroup ids of a prepared dispatch (override)."""
+        raise NotImplementedError
+
+
+class ExecutableLoader:
+    """Turns executable data of a format it supports into an Executable."""
+
+    formats: tuple[str, ...] = ()
+
+    def supports(self, executable_format: str) -> bool:
+        return executable_format in self.formats
+
+    def load(self, executable_format: str, data, constants: bytes) -> Executable:
+        raise NotImplementedError

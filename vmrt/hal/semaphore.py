@@ -1,0 +1,203 @@
+"""Timeline semaphores and fences: monotonically increasing payload values,
+blocking waits with deadlines, callbacks when a value is reached, and failure
+that propagates to every waiter (runtime/src/iree/hal/semaphore.h, fence.h).
+
+A failed semaphore keeps its error; waiting on it or querying it raises a copy.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from vmrt.errors import StatusCode, VmrtError
+from vmrt.hal.types import HalError
+from vmrt.vm.ref import RefObject
+
+
+def copy_error(error: VmrtError) -> HalError:
+    """A fresh error with the same code and message (one error object per raise)."""
+    copy = HalError(error.message, error.code)
+    copy.annotations = list(error.annotations)
+    return copy
+
+
+#: One condition for every semaphore: state changes are rare and short, and a
+#: per-semaphore Condition costs more to create than a whole queue operation.
+_CHANGED = threading.Condition(threading.Lock())
+
+
+def deadline_after(timeout_seconds: float | None) -> float | None:
+    return None if timeout_seconds is None else time.monotonic() + max(0.0, timeout_seconds)
+
+
+class Semaphore(RefObject):
+    """A hal.semaphore: a 64-bit timeline value or a failure."""
+
+    __slots__ = ("_value", "_failure", "_timepoints")
+
+    def __init__(self, initial_value: int = 0):
+        self._value = initial_value
+        self._failure: VmrtError | None = None
+        self._timepoints: list[tuple[int, object]] = []
+
+    def __repr__(self) -> str:
+        state = f"failed ({self._failure.code.name})" if self._failure else f"{self._value}"
+        return f"<hal.semaphore {state}>"
+
+    @property
+    def failure(self) -> VmrtError | None:
+        return self._failure
+
+    def query(self) -> int:
+        """The current value; raises the failure of a failed semaphore."""
+        failure = self._failure
+        if failure is not None:
+            raise copy_error(failure)
+        return self._value
+
+    def reached(self, value: int) -> bool:
+        """True when `value` has been reached; raises when failed."""
+        failure = self._failure
+        if failure is not None:
+            raise copy_error(failure)
+        return self._value >= value
+
+    def signal(self, value: int) -> None:
+        with _CHANGED:
+            if self._failure is not None:
+                raise copy_error(self._failure)
+            if value <= self._value:
+                raise HalError(f"semaphore values must be monotonically increasing; current "
+                               f"value is {self._value}, attempted to signal {value}",
+                               StatusCode.OUT_OF_RANGE)
+            self._value = value
+            ready = [cb for v, cb in self._timepoints if v <= value]
+            if ready:
+                self._timepoints = [(v, cb) for v, cb in self._timepoints if v > value]
+            _CHANGED.notify_all()
+        for callback in ready:
+            callback(None)
+
+    def fail(self, error: VmrtError) -> None:
+        """Fails the semaphore (the first failure wins) and wakes every waiter."""
+        with _CHANGED:
+            if self._failure is not None:
+                return
+            self._failure = error
+            ready = [cb for _, cb in self._timepoints]
+            self._timepoints = []
+            _CHANGED.notify_all()
+        for callback in ready:
+            callback(copy_error(error))
+
+    def wait(self, value: int, deadline: float | None = None) -> None:
+        """Blocks until `value` is reached; DEADLINE_EXCEEDED past `deadline`
+        (a time.monotonic() value; None waits forever)."""
+        with _CHANGED:
+            while True:
+                if self._failure is not None:
+                    raise copy_error(self._failure)
+                if self._value >= value:
+                    return
+                if deadline is None:
+                    _CHANGED.wait()
+                else:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise HalError("timeout waiting on semaphore",
+                                       StatusCode.DEADLINE_EXCEEDED)
+                    _CHANGED.wait(remaining)
+
+    def on_reached(self, value: int, callback) -> None:
+        """Calls `callback(None)` once `value` is reached, or `callback(error)`
+        when the semaphore fails; immediately if either already happened."""
+        with _CHANGED:
+            failure = self._failure
+            if failure is None and self._value < value:
+                self._timepoints.append((value, callback))
+                return
+        callback(copy_error(failure) if failure is not None else None)
+
+
+class Fence(RefObject):
+    """A hal.fence: a set of (semaphore, value) timepoints, one per semaphore."""
+
+    __slots__ = ("timepoints",)
+
+    def __init__(self, timepoints=()):
+        self.timepoints: dict[Semaphore, int] = {}
+        for semaphore, value in timepoints:
+            self.insert(semaphore, value)
+
+    def __repr__(self) -> str:
+        return f"<hal.fence {len(self.timepoints)} timepoints>"
+
+    def insert(self, semaphore: Semaphore, value: int) -> None:
+        """Adds a timepoint; a semaphore already present keeps the larger value."""
+        current = self.timepoints.get(semaphore)
+        if current is None or value > current:
+            self.timepoints[semaphore] = value
+
+    def extend(self, other: "Fence | None") -> None:
+        if other is not None:
+            for semaphore, value in other.timepoints.items():
+                self.insert(semaphore, value)
+
+    def status(self) -> tuple[StatusCode, VmrtError | None]:
+        """(OK, None) when reached, (DEFERRED, None) when pending, else the failure."""
+        pending = False
+        for semaphore, value in self.timepoints.items():
+            failure = semaphore.failure
+            if failure is not None:
+                return failure.code, copy_error(failure)
+            if semaphore._value < value:
+                pending = True
+        return (StatusCode.DEFERRED if pending else StatusCode.OK), None
+
+    def is_reached(self) -> bool:
+        """True when every timepoint is reached; raises a failure."""
+        code, error = self.status()
+        if error is not None:
+            raise error
+        return code == StatusCode.OK
+
+    def signal(self) -> None:
+        for semaphore, value in self.timepoints.items():
+            semaphore.signal(value)
+
+    def fail(self, error: VmrtError) -> None:
+        for semaphore in self.timepoints:
+            semaphore.fail(error)
+
+    def wait(self, deadline: float | None = None) -> None:
+        for semaphore, value in self.timepoints.items():
+            semaphore.wait(value, deadline)
+
+    def on_reached(self, callback) -> None:
+        """Calls `callback(None)` when all timepoints are reached or
+        `callback(error)` on the first failure; exactly once."""
+        pending = [len(self.timepoints)]
+        if not pending[0]:
+            callback(None)
+            return
+        lock = threading.Lock()
+        done = [False]
+
+        def one(error):
+            with lock:
+                if done[0]:
+                    return
+                if error is None:
+                    pending[0] -= 1
+                    if pending[0]:
+                        return
+                done[0] = True
+            callback(error)
+
+        for semaphore, value in list(self.timepoints.items()):
+            semaphore.on_reached(value, one)
+
+
+def timepoints_of(fence: Fence | None) -> list[tuple[Semaphore, int]]:
+    return [] if fence is None else list(fence.timepoints.items())

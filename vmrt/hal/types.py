@@ -1,0 +1,279 @@
+"""HAL enumerations and bit fields with IREE's numeric values, and the HAL error type.
+
+Values match runtime/src/iree/hal/{buffer,buffer_view,command_buffer}.h so that
+the numbers a compiled module passes to the `hal` module mean the same here.
+Flags are plain ints on hot paths; the IntFlag classes give them names for
+messages (`format_bits`).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from vmrt.errors import StatusCode, VmrtError
+
+
+class HalError(VmrtError):
+    """A failure reported by the host HAL (buffers, queues, executables)."""
+
+    default_code = StatusCode.INTERNAL
+
+
+#: IREE_HAL_WHOLE_BUFFER as the VM passes it (an i64 of -1) and as a device size.
+WHOLE_BUFFER = -1
+#: Largest device size (iree_device_size_t is 64-bit unsigned upstream).
+DEVICE_SIZE_MAX = (1 << 64) - 1
+
+
+class MemoryType(enum.IntFlag):
+    NONE = 0
+    OPTIMAL = 1 << 0
+    HOST_VISIBLE = 1 << 1
+    HOST_COHERENT = 1 << 2
+    HOST_CACHED = 1 << 3
+    HOST_LOCAL = (1 << 1) | (1 << 2) | (1 << 6)
+    DEVICE_VISIBLE = 1 << 4
+    DEVICE_LOCAL = (1 << 4) | (1 << 5)
+    OPTIMAL_FOR_HOST = 1 | HOST_LOCAL
+    OPTIMAL_FOR_DEVICE = 1 | DEVICE_LOCAL
+
+
+class MemoryAccess(enum.IntFlag):
+    NONE = 0
+    READ = 1 << 0
+    WRITE = 1 << 1
+    DISCARD = 1 << 2
+    DISCARD_WRITE = (1 << 1) | (1 << 2)
+    MAY_ALIAS = 1 << 3
+    UNALIGNED = 1 << 4
+    ANY = 1 << 5
+    ALL = (1 << 0) | (1 << 1) | (1 << 2)
+
+
+class BufferUsage(enum.IntFlag):
+    NONE = 0
+    TRANSFER_SOURCE = 1 << 0
+    TRANSFER_TARGET = 1 << 1
+    TRANSFER = (1 << 0) | (1 << 1)
+    DISPATCH_INDIRECT_PARAMETERS = 1 << 8
+    DISPATCH_UNIFORM_READ = 1 << 9
+    DISPATCH_STORAGE_READ = 1 << 10
+    DISPATCH_STORAGE_WRITE = 1 << 11
+    DISPATCH_STORAGE = (1 << 10) | (1 << 11)
+    DISPATCH_IMAGE_READ = 1 << 12
+    DISPATCH_IMAGE_WRITE = 1 << 13
+    DISPATCH_IMAGE = (1 << 12) | (1 << 13)
+    DISPATCH = (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12) | (1 << 13)
+    SHARING_EXPORT = 1 << 16
+    SHARING_REPLICATE = 1 << 17
+    SHARING_CONCURRENT = 1 << 18
+    SHARING_IMMUTABLE = 1 << 19
+    MAPPING_SCOPED = 1 << 24
+    MAPPING_PERSISTENT = 1 << 25
+    MAPPING_OPTIONAL = 1 << 26
+    MAPPING_ACCESS_RANDOM = 1 << 27
+    MAPPING_ACCESS_SEQUENTIAL_WRITE = 1 << 28
+    MAPPING = (1 << 24) | (1 << 27)
+    DEFAULT = TRANSFER | DISPATCH_STORAGE
+
+
+class BufferCompatibility(enum.IntFlag):
+    NONE = 0
+    ALLOCATABLE = 1 << 0
+    IMPORTABLE = 1 << 1
+    EXPORTABLE = 1 << 2
+    QUEUE_TRANSFER = 1 << 10
+    QUEUE_DISPATCH = 1 << 11
+    LOW_PERFORMANCE = 1 << 20
+
+
+class CommandBufferMode(enum.IntFlag):
+    DEFAULT = 0
+    ONE_SHOT = 1 << 0
+    ALLOW_INLINE_EXECUTION = 1 << 4
+    UNVALIDATED = 1 << 5
+    UNRETAINED = 1 << 6
+    RETAIN_PROFILE_METADATA = 1 << 7
+    RETAIN_DISPATCH_METADATA = 1 << 8
+
+
+class CommandCategory(enum.IntFlag):
+    NONE = 0
+    TRANSFER = 1 << 0
+    DISPATCH = 1 << 1
+    ANY = (1 << 0) | (1 << 1)
+
+
+class DispatchFlags(enum.IntFlag):
+    NONE = 0
+    DYNAMIC_INDIRECT_PARAMETERS = 1 << 0
+    STATIC_INDIRECT_PARAMETERS = 1 << 1
+    CUSTOM_DIRECT_ARGUMENTS = 1 << 2
+    DYNAMIC_INDIRECT_ARGUMENTS = 1 << 3
+    STATIC_INDIRECT_ARGUMENTS = 1 << 4
+    ALLOW_INLINE_EXECUTION = 1 << 5
+    BORROW_RESOURCE_LIFETIMES = 1 << 6
+
+
+CUSTOM_ARGUMENTS = DispatchFlags.CUSTOM_DIRECT_ARGUMENTS | \
+    DispatchFlags.STATIC_INDIRECT_ARGUMENTS | DispatchFlags.DYNAMIC_INDIRECT_ARGUMENTS
+
+
+class EncodingType(enum.IntEnum):
+    OPAQUE = 0
+    DENSE_ROW_MAJOR = 1
+
+
+# -- element types ------------------------------------------------------------------------------
+# An element type is a u32: numerical type in the top byte, bit count in the low byte.
+
+class NumericalType(enum.IntEnum):
+    UNKNOWN = 0x00
+    INTEGER = 0x10
+    INTEGER_SIGNED = 0x11
+    INTEGER_UNSIGNED = 0x12
+    BOOLEAN = 0x13
+    FLOAT = 0x20
+    FLOAT_IEEE = 0x21
+    FLOAT_BRAIN = 0x22
+    FLOAT_COMPLEX = 0x23
+    FLOAT_8_E5M2 = 0x24
+    FLOAT_8_E4M3FN = 0x25
+    FLOAT_8_E5M2_FNUZ = 0x26
+    FLOAT_8_E4M3_FNUZ = 0x27
+    FLOAT_8_E8M0_FNU = 0x28
+
+
+def make_element_type(numerical_type: int, bit_count: int) -> int:
+    return ((int(numerical_type) & 0xFF) << 24) | (bit_count & 0xFF)
+
+
+class ElementType(enum.IntEnum):
+    NONE = make_element_type(NumericalType.UNKNOWN, 0)
+    OPAQUE_8 = make_element_type(NumericalType.UNKNOWN, 8)
+    OPAQUE_16 = make_element_type(NumericalType.UNKNOWN, 16)
+    OPAQUE_32 = make_element_type(NumericalType.UNKNOWN, 32)
+    OPAQUE_64 = make_element_type(NumericalType.UNKNOWN, 64)
+    BOOL_8 = make_element_type(NumericalType.BOOLEAN, 8)
+    INT_4 = make_element_type(NumericalType.INTEGER, 4)
+    SINT_4 = make_element_type(NumericalType.INTEGER_SIGNED, 4)
+    UINT_4 = make_element_type(NumericalType.INTEGER_UNSIGNED, 4)
+    INT_8 = make_element_type(NumericalType.INTEGER, 8)
+    SINT_8 = make_element_type(NumericalType.INTEGER_SIGNED, 8)
+    UINT_8 = make_element_type(NumericalType.INTEGER_UNSIGNED, 8)
+    INT_16 = make_element_type(NumericalType.INTEGER, 16)
+    SINT_16 = make_element_type(NumericalType.INTEGER_SIGNED, 16)
+    UINT_16 = make_element_type(NumericalType.INTEGER_UNSIGNED, 16)
+    INT_32 = make_element_type(NumericalType.INTEGER, 32)
+    SINT_32 = make_element_type(NumericalType.INTEGER_SIGNED, 32)
+    UINT_32 = make_element_type(NumericalType.INTEGER_UNSIGNED, 32)
+    INT_64 = make_element_type(NumericalType.INTEGER, 64)
+    SINT_64 = make_element_type(NumericalType.INTEGER_SIGNED, 64)
+    UINT_64 = make_element_type(NumericalType.INTEGER_UNSIGNED, 64)
+    FLOAT_16 = make_element_type(NumericalType.FLOAT_IEEE, 16)
+    FLOAT_32 = make_element_type(NumericalType.FLOAT_IEEE, 32)
+    FLOAT_64 = make_element_type(NumericalType.FLOAT_IEEE, 64)
+    BFLOAT_16 = make_element_type(NumericalType.FLOAT_BRAIN, 16)
+    COMPLEX_FLOAT_64 = make_element_type(NumericalType.FLOAT_COMPLEX, 64)
+    COMPLEX_FLOAT_128 = make_element_type(NumericalType.FLOAT_COMPLEX, 128)
+    FLOAT_8_E5M2 = make_element_type(NumericalType.FLOAT_8_E5M2, 8)
+    FLOAT_8_E4M3_FN = make_element_type(NumericalType.FLOAT_8_E4M3FN, 8)
+    FLOAT_8_E5M2_FNUZ = make_element_type(NumericalType.FLOAT_8_E5M2_FNUZ, 8)
+    FLOAT_8_E4M3_FNUZ = make_element_type(NumericalType.FLOAT_8_E4M3_FNUZ, 8)
+    FLOAT_8_E8M0_FNU = make_element_type(NumericalType.FLOAT_8_E8M0_FNU, 8)
+
+
+def element_numerical_type(element_type: int) -> int:
+    return (element_type >> 24) & 0xFF
+
+
+def element_bit_count(element_type: int) -> int:
+    return element_type & 0xFF
+
+
+def element_byte_count(element_type: int) -> int:
+    """Bytes one element takes in a dense encoding (sub-byte types round up)."""
+    return (element_bit_count(element_type) + 7) // 8
+
+
+def element_packed_byte_count(element_type: int, element_count: int) -> int:
+    """Bytes `element_count` densely packed elements take (i4 packs two a byte)."""
+    return (element_count * element_bit_count(element_type) + 7) // 8
+
+
+def element_is_opaque(element_type: int) -> bool:
+    return element_numerical_type(element_type) == NumericalType.UNKNOWN
+
+
+def element_is_integer(element_type: int) -> bool:
+    return element_numerical_type(element_type) & NumericalType.INTEGER == NumericalType.INTEGER
+
+
+def element_is_float(element_type: int) -> bool:
+    return element_numerical_type(element_type) & NumericalType.FLOAT == NumericalType.FLOAT
+
+
+def element_types_compatible(actual: int, expected: int) -> bool:
+    """hal.buffer_view.assert's rule: opaque data matches anything, integers
+    match integers of the same width whatever their signedness, anything else
+    must be equal."""
+    if element_is_opaque(actual):
+        return True
+    if element_is_integer(actual) and element_is_integer(expected) and \
+            element_bit_count(actual) == element_bit_count(expected):
+        return True
+    return actual == expected
+
+
+# -- names ----------------------------------------------------------------------------------------
+# Upstream's bitfield formatting: composite names first, each bit named once, joined by '|'.
+_MEMORY_TYPE_NAMES = [
+    (MemoryType.HOST_LOCAL, "HOST_LOCAL"), (MemoryType.DEVICE_LOCAL, "DEVICE_LOCAL"),
+    (MemoryType.OPTIMAL, "OPTIMAL"), (MemoryType.HOST_VISIBLE, "HOST_VISIBLE"),
+    (MemoryType.HOST_COHERENT, "HOST_COHERENT"), (MemoryType.HOST_CACHED, "HOST_CACHED"),
+    (MemoryType.DEVICE_VISIBLE, "DEVICE_VISIBLE"),
+]
+_MEMORY_ACCESS_NAMES = [
+    (MemoryAccess.ALL, "ALL"), (MemoryAccess.DISCARD_WRITE, "DISCARD_WRITE"),
+    (MemoryAccess.READ, "READ"), (MemoryAccess.WRITE, "WRITE"),
+    (MemoryAccess.DISCARD, "DISCARD"), (MemoryAccess.MAY_ALIAS, "MAY_ALIAS"),
+    (MemoryAccess.ANY, "ANY"),
+]
+_BUFFER_USAGE_NAMES = [
+    (BufferUsage.TRANSFER, "TRANSFER"), (BufferUsage.DISPATCH, "DISPATCH"),
+    (BufferUsage.DISPATCH_STORAGE, "DISPATCH_STORAGE"),
+    (BufferUsage.DISPATCH_IMAGE, "DISPATCH_IMAGE"), (BufferUsage.MAPPING, "MAPPING"),
+] + [(member, member.name) for member in BufferUsage
+     if member.value and member.value & (member.value - 1) == 0]
+
+
+def _format_bits(value: int, names) -> str:
+    if value == 0:
+        return "NONE"
+    parts = []
+    remaining = value
+    for bits, name in names:
+        bits = int(bits)
+        if bits and remaining & bits == bits:
+            parts.append(name)
+            remaining &= ~bits
+    if remaining:
+        parts.append(f"{remaining:X}h")
+    return "|".join(parts)
+
+
+def format_memory_type(value: int) -> str:
+    return _format_bits(value, _MEMORY_TYPE_NAMES)
+
+
+def format_memory_access(value: int) -> str:
+    return _format_bits(value, _MEMORY_ACCESS_NAMES)
+
+
+def format_buffer_usage(value: int) -> str:
+    return _format_bits(value, _BUFFER_USAGE_NAMES)
+
+
+def format_command_category(value: int) -> str:
+    return _format_bits(value, [(CommandCategory.TRANSFER, "TRANSFER"),
+                                (CommandCategory.DISPATCH, "DISPATCH")])

@@ -1,0 +1,185 @@
+"""VMVX executables: a VM bytecode module (format `vmvx-bytecode-fb`, usually
+ZIP-wrapped) whose exports are dispatch functions run once per workgroup
+(runtime/src/iree/hal/local/loaders/vmvx_module_loader.c).
+
+Each export has the calling convention `0rrriiiiiiiii_v`:
+(local memory buffer, constants buffer, bindings list, workgroup id x/y/z,
+workgroup size x/y/z, workgroup count x/y/z). Its `local_memory`,
+`constant_count` and `binding_count` attributes declare what it needs. Every
+worker running workgroups has its own vmrt.Context over the shared module (and
+the `vmvx` module first, when the executable imports it).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from vmrt.errors import StatusCode, VmrtError
+from vmrt.hal.executable import (
+    LOCAL_MEMORY_PAGE_SIZE, DispatchState, Executable, ExecutableLoader, FunctionInfo,
+)
+from vmrt.hal.types import HalError
+from vmrt.vm.buffer import ACCESS_ORIGIN_HOST, VMBuffer
+from vmrt.vm.context import Context
+from vmrt.vm.list import VMList
+from vmrt.vm.module import BytecodeModule, load_module
+from vmrt.vm.ref import as_type_def
+
+#: IREE_VMVX_ENTRY_SIGNATURE.
+ENTRY_SIGNATURE = "0rrriiiiiiiii_v"
+FORMAT = "vmvx-bytecode-fb"
+
+_BUFFER_TYPE = as_type_def("!vm.buffer")
+
+
+def _attr(attrs: dict, name: str) -> int:
+    text = attrs.get(name)
+    try:
+        return int(text) if text else 0
+    except ValueError:
+        return 0
+
+
+class _Prepared:
+    """A dispatch turned into VM values shared by every worker."""
+
+    __slots__ = ("function", "name", "constants", "bindings", "size", "count", "local_size")
+
+    def __init__(self, function, name, constants, bindings, size, count, local_size):
+        self.function = function
+        self.name = name
+        self.constants = constants
+        self.bindings = bindings
+        self.size = size
+        self.count = count
+        self.local_size = local_size
+
+
+class VmvxExecutable(Executable):
+    """A hal.executable backed by a VM bytecode module."""
+
+    __slots__ = ("module", "constants", "common_modules", "export_names", "_workers", "_lock")
+
+    def __init__(self, module: BytecodeModule, constants: bytes = b"", common_modules=()):
+        definition = module.definition
+        functions, names = [], []
+        for export in definition.exported_functions:
+            name = export.local_name
+            if name.startswith("__"):
+                continue  # __init, __deinit, __set_constants are not dispatch functions
+            signature = definition.function_signatures[export.internal_ordinal]
+            cconv = signature.calling_convention if signature is not None else ""
+            if cconv != ENTRY_SIGNATURE:
+                raise HalError(f"executable entry point `{name}` does not match the expected "
+                               f"calling convention; expected '{ENTRY_SIGNATURE}' but got "
+                               f"'{cconv}', possible ABI version mismatch",
+                               StatusCode.INVALID_ARGUMENT)
+            attrs = {a.key: a.value for a in (signature.attrs or ())} if signature else {}
+            # Upstream counts whole pages; a partial page is rounded up here so a
+            # dispatch never gets less local memory than it declared.
+            local = _attr(attrs, "local_memory")
+            pages = -(-local // LOCAL_MEMORY_PAGE_SIZE)
+            functions.append(FunctionInfo(name, _attr(attrs, "constant_count"),
+                                          _attr(attrs, "binding_count"),
+                                          pages * LOCAL_MEMORY_PAGE_SIZE))
+            names.append(name)
+        super().__init__(functions)
+        self.module = module
+        self.constants = bytes(constants)
+        self.common_modules = tuple(common_modules)
+        self.export_names = names
+        self._workers: dict[int, list] = {}
+        self._lock = threading.Lock()
+        self._worker(0)  # load errors (imports, __set_constants) surface at creation
+
+    def __repr__(self) -> str:
+        return f"<hal.executable vmvx {self.module.name} {len(self.functions)} functions>"
+
+    def _worker(self, worker_id: int) -> list:
+        """The worker's dispatch functions (vmrt.Function objects by function id)."""
+        functions = self._workers.get(worker_id)
+        if functions is not None:
+            return functions
+        with self._lock:
+            functions = self._workers.get(worker_id)
+            if functions is None:
+                functions = self._workers[worker_id] = self._create_worker()
+        return functions
+
+    def _create_worker(self) -> list:
+        context = Context()
+        for module in self.common_modules:
+            context.register(module)
+        context.register(self.module)
+        name = self.module.name
+        has_setter = "__set_constants" in self.module.export_names()
+        if has_setter:
+            if not self.constants:
+                raise HalError("executable requires executable-level constants but none were "
+                               "provided", StatusCode.INVALID_ARGUMENT)
+            constants = VMList(_BUFFER_TYPE, 1)
+            constants.push_ref(VMBuffer(self.constants, mutable=False,
+                                        origin=ACCESS_ORIGIN_HOST))
+            context.function(f"{name}.__set_constants")(constants)
+        elif self.constants:
+            raise HalError("executable has no executable-level constants but "
+                           f"{len(self.constants) // 4} constants were provided",
+                           StatusCode.INVALID_ARGUMENT)
+        return [context.function(f"{name}.{export}") for export in self.export_names]
+
+    def prepare(self, state: DispatchState) -> _Prepared:
+        info = self.function_info(state.function)
+        constants = VMBuffer(state.constants, mutable=False, origin=ACCESS_ORIGIN_HOST)
+        bindings = VMList(_BUFFER_TYPE, len(state.bindings))
+        for view in state.bindings:
+            bindings.push_ref(VMBuffer(view, mutable=True, origin=ACCESS_ORIGIN_HOST))
+        return _Prepared(state.function, info.name, constants, bindings,
+                         state.workgroup_size, state.workgroup_count, info.local_memory_size)
+
+    def run_workgroups(self, prepared: _Prepared, workgroups, worker_id: int = 0) -> None:
+        fn = self._worker(worker_id)[prepared.function]
+        local = VMBuffer(bytearray(prepared.local_size), mutable=True, origin=ACCESS_ORIGIN_HOST)
+        constants, bindings = prepared.constants, prepared.bindings
+        sx, sy, sz = prepared.size
+        cx, cy, cz = prepared.count
+        x = y = z = 0
+        try:
+            for x, y, z in workgroups:
+                fn(local, constants, bindings, x, y, z, sx, sy, sz, cx, cy, cz)
+        except VmrtError as error:
+            stack = f" [{' <- '.join(error.stack)}]" if getattr(error, "stack", None) else ""
+            raise HalError(f"dispatch {prepared.name} workgroup ({x}, {y}, {z}) failed: "
+                           f"{error.message}{stack}", error.code) from error
+
+
+class VmvxLoader(ExecutableLoader):
+    """Loads `vmvx-bytecode-fb` executables; modules are parsed once per
+    distinct executable image and shared by every executable made from it."""
+
+    formats = (FORMAT,)
+
+    def __init__(self, common_modules=None):
+        self._common_modules = common_modules
+        self._cache: dict[bytes, BytecodeModule] = {}
+        self._lock = threading.Lock()
+
+    def common_modules(self) -> list:
+        """Modules registered before each executable module (the `vmvx` module)."""
+        if self._common_modules is None:
+            from vmrt.modules.vmvx import VmvxModule
+            self._common_modules = [VmvxModule()]
+        return list(self._common_modules)
+
+    def load(self, executable_format: str, data, constants: bytes = b"") -> VmvxExecutable:
+        key = bytes(data)
+        with self._lock:
+            module = self._cache.get(key)
+        if module is None:
+            try:
+                module = load_module(key)
+            except VmrtError as error:
+                raise HalError(f"invalid VMVX executable: {error.message}",
+                               error.code) from error
+            with self._lock:
+                self._cache[key] = module
+        return VmvxExecutable(module, constants, self.common_modules())

@@ -1,0 +1,695 @@
+"""The `hal` native module (version 7): every export of IREE 3.13.0's hal module
+with its calling convention (runtime/src/iree/modules/hal/exports.inl,
+module.c). Each export unpacks VM values, calls vmrt.hal and packs results.
+
+Importing this module registers the HAL objects as ref types (`!hal.buffer`,
+`!hal.buffer_view`, `!hal.device`, ...). `HostAdapter` turns numpy arrays into
+buffer views for `Function` calls and buffer views back into numpy arrays.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from vmrt.errors import StatusCode, VmrtError
+from vmrt.hal.allocator import HeapAllocator
+from vmrt.hal.buffer import Buffer, check_fill_pattern
+from vmrt.hal.buffer_view import BufferView
+from vmrt.hal.buffer_view_io import (
+    buffer_view_from_numpy, buffer_view_to_numpy, format_shape, format_element_type,
+)
+from vmrt.hal.command_buffer import CommandBuffer
+from vmrt.hal.device import Device, create_device
+from vmrt.hal.executable import Executable
+from vmrt.hal.file import MemoryFile
+from vmrt.hal.semaphore import Fence, Semaphore
+from vmrt.hal.types import (
+    WHOLE_BUFFER, BufferUsage, EncodingType, HalError, MemoryAccess, element_types_compatible,
+    format_buffer_usage, format_memory_type,
+)
+from vmrt.native import NativeModule, export
+from vmrt.vm.buffer import ACCESS_MUTABLE, VMBuffer
+from vmrt.vm.ref import RefObject, null_ref_error, register_ref_type
+
+
+class Channel(RefObject):
+    """hal.channel: collectives are not implemented by the local devices."""
+
+    __slots__ = ()
+
+
+class Event(RefObject):
+    """hal.event (no export of the hal module creates one)."""
+
+    __slots__ = ()
+
+
+for _name, _cls in (("hal.allocator", HeapAllocator), ("hal.buffer", Buffer),
+                    ("hal.buffer_view", BufferView), ("hal.channel", Channel),
+                    ("hal.command_buffer", CommandBuffer), ("hal.device", Device),
+                    ("hal.event", Event), ("hal.executable", Executable),
+                    ("hal.fence", Fence), ("hal.file", MemoryFile),
+                    ("hal.semaphore", Semaphore)):
+    register_ref_type(_name, _cls)
+
+#: The largest binding count a dispatch may pass (IREE_HAL_MODULE_MAX_DESCRIPTOR_BINDING_COUNT).
+MAX_DISPATCH_BINDINGS = 32
+_UINT32_MAX = 0xFFFFFFFF
+
+
+# -- argument helpers ------------------------------------------------------------------------------
+def _deref(value, cls, what: str):
+    if isinstance(value, cls):
+        return value
+    raise null_ref_error(what, value)
+
+
+def _deref_or_null(value, cls, what: str):
+    if value is None or isinstance(value, cls):
+        return value
+    raise null_ref_error(what, value)
+
+
+def _fence(value) -> Fence | None:
+    """iree_hal_fence_deref: anything that is not a fence is no fence."""
+    return value if isinstance(value, Fence) else None
+
+
+def _string(value) -> str:
+    """iree_vm_buffer_as_string (a null buffer is the empty string)."""
+    if value is None:
+        return ""
+    buffer = _deref(value, VMBuffer, "buffer")
+    return bytes(buffer.view).decode("utf-8", "replace")
+
+
+def _u32(value: int) -> int:
+    return value & _UINT32_MAX
+
+
+def _i32(value: int) -> int:
+    value &= _UINT32_MAX
+    return value - (1 << 32) if value >> 31 else value
+
+
+def _ref(buffer, slot: int, offset: int, length: int):
+    """A command buffer reference: direct when `buffer` is given, else slot `slot`."""
+    return (_deref_or_null(buffer, Buffer, "buffer"), _u32(slot), offset, length)
+
+
+class HalModule(NativeModule, name="hal", version=7):
+    """The hal module over a list of devices (by default one `local-sync` device).
+
+    With `host_arrays` (the default) the context's Function calls take numpy
+    arrays for ref arguments and return buffer view results as numpy arrays.
+    `buffer_view_trace` is called as f(key, [buffer views]) by hal.buffer_view.trace.
+    """
+
+    def __init__(self, devices=None, *, device: str = "local-sync", host_arrays: bool = True,
+                 buffer_view_trace=None):
+        if devices is None:
+            devices = [create_device(device)]
+        self.devices: list[Device] = list(devices)
+        self.host_arrays = host_arrays
+        self.buffer_view_trace = buffer_view_trace
+
+    def host_adapter(self) -> "HostAdapter":
+        return HostAdapter(self.devices[0] if self.devices else create_device())
+
+    def create_state(self, context):
+        # Function calls through this context take and return numpy arrays.
+        if self.host_arrays and getattr(context, "host_adapter", None) is None:
+            context.host_adapter = self.host_adapter()
+        return None
+
+    # -- allocator ---------------------------------------------------------------------------
+    @export("0rIiiI_r", name="allocator.allocate")
+    def allocator_allocate(self, allocator, queue_affinity, memory_types, buffer_usage, size):
+        allocator = _deref(allocator, HeapAllocator, "allocator")
+        try:
+            return allocator.allocate_buffer(_u32(memory_types), _u32(buffer_usage), size,
+                                             queue_affinity=queue_affinity)
+        except VmrtError as error:
+            raise error.annotate(f"failed to allocate buffer of length {size}")
+
+    @export("0riIiirII_r", name="allocator.import")
+    def allocator_import(self, allocator, is_try, queue_affinity, memory_types, buffer_usage,
+                         source, offset, length):
+        allocator = _deref(allocator, HeapAllocator, "allocator")
+        source = _deref(source, VMBuffer, "buffer")
+        usage = _u32(buffer_usage)
+        available = source.length
+        if length == WHOLE_BUFFER:
+            length = available
+        if length < 0 or offset < 0 or offset > available or offset + length > available:
+            raise HalError(f"byte range out of bounds (requested {offset}-{offset + length - 1} "
+                           f"of available {available})", StatusCode.INVALID_ARGUMENT)
+        immutable = usage & int(BufferUsage.SHARING_IMMUTABLE)
+        access = int(MemoryAccess.READ)
+        if not source.access & ACCESS_MUTABLE:
+            if not immutable:
+                raise HalError("source buffer is immutable and can only be imported for "
+                               "constant usage", StatusCode.PERMISSION_DENIED)
+        elif not immutable:
+            access |= int(MemoryAccess.WRITE)
+        try:
+            return allocator.import_buffer(source.view[offset:offset + length],
+                                           _u32(memory_types), usage, access, queue_affinity)
+        except VmrtError:
+            if is_try:
+                return None
+            raise
+
+    @export("0iiICrID_rI", name="allocator.select")
+    def allocator_select(self, memory_types, buffer_usage, flags, pairs):
+        if not pairs:
+            raise HalError("at least one device/queue affinity pair must be provided",
+                           StatusCode.INVALID_ARGUMENT)
+        device, affinity = pairs[0]
+        return _deref(device, Device, "device"), affinity
+
+    # -- buffer --------------------------------------------------------------------------------
+    @export("0r_i", name="buffer.allocation.discard")
+    def buffer_allocation_discard(self, buffer):
+        return 1 if _deref(buffer, Buffer, "buffer").allocation_discard() else 0
+
+    @export("0r_i", name="buffer.allocation.is_terminal")
+    def buffer_allocation_is_terminal(self, buffer):
+        return 1 if _deref(buffer, Buffer, "buffer").allocation_is_terminal() else 0
+
+    @export("0r_v", name="buffer.allocation.preserve")
+    def buffer_allocation_preserve(self, buffer):
+        _deref(buffer, Buffer, "buffer").allocation_preserve()
+
+    @export("0rrrIii_v", name="buffer.assert")
+    def buffer_assert(self, buffer, message, allocator, minimum_length, memory_types,
+                      buffer_usage):
+        buffer = _deref(buffer, Buffer, "buffer")
+        text = _string(_deref(message, VMBuffer, "buffer"))
+        if buffer.byte_length < minimum_length:
+            raise HalError(f"{text} buffer byte length {buffer.byte_length} less than expected "
+                           f"minimum {minimum_length}", StatusCode.INVALID_ARGUMENT)
+        required_types = _u32(memory_types)
+        if buffer.memory_type & required_types != required_types:
+            raise HalError(f"{text} buffer memory type is not compatible; buffer has "
+                           f"{format_memory_type(buffer.memory_type)}, operation requires "
+                           f"{format_memory_type(required_types)}", StatusCode.PERMISSION_DENIED)
+        required_usage = _u32(buffer_usage)
+        if buffer.allowed_usage & required_usage != required_usage:
+            raise HalError(f"{text} requested usage was not specified when the buffer was "
+                           f"allocated; buffer allows {format_buffer_usage(buffer.allowed_usage)}"
+                           f", operation requires {format_buffer_usage(required_usage)}",
+                           StatusCode.PERMISSION_DENIED)
+        _deref(allocator, HeapAllocator, "allocator")
+
+    @export("0r_I", name="buffer.length")
+    def buffer_length(self, buffer):
+        return _deref(buffer, Buffer, "buffer").byte_length
+
+    @export("0rIi_i", name="buffer.load")
+    def buffer_load(self, buffer, offset, length):
+        buffer = _deref(buffer, Buffer, "buffer")
+        length = _u32(length)
+        if length > 4:
+            raise HalError(f"load length byte count {length} exceeds max",
+                           StatusCode.INVALID_ARGUMENT)
+        return _i32(int.from_bytes(buffer.map_read(offset, length), "little"))
+
+    @export("0irIi_v", name="buffer.store")
+    def buffer_store(self, value, buffer, offset, length):
+        buffer = _deref(buffer, Buffer, "buffer")
+        length = _u32(length)
+        if length > 4:
+            raise HalError(f"store length byte count {length} exceeds max",
+                           StatusCode.INVALID_ARGUMENT)
+        if offset < 0 or offset + length > buffer.byte_length:
+            raise HalError(f"store out of bounds (target_offset={offset}, length={length} into "
+                           f"max {buffer.byte_length})", StatusCode.OUT_OF_RANGE)
+        buffer.map_write(offset, _u32(value).to_bytes(4, "little")[:length])
+
+    @export("0rII_r", name="buffer.subspan")
+    def buffer_subspan(self, buffer, offset, length):
+        buffer = _deref(buffer, Buffer, "buffer")
+        try:
+            return buffer.subspan(offset, length)
+        except VmrtError as error:
+            raise error.annotate(f"invalid subspan of an existing buffer (source_offset="
+                                 f"{offset}, length={length})")
+
+    # -- buffer view -------------------------------------------------------------------------------
+    @export("0rriiCID_v", name="buffer_view.assert")
+    def buffer_view_assert(self, view, message, element_type, encoding_type, shape):
+        view = _deref(view, BufferView, "buffer_view")
+        text = _string(_deref(message, VMBuffer, "buffer"))
+        expected_encoding = _u32(encoding_type)
+        if view.encoding_type != EncodingType.OPAQUE and view.encoding_type != expected_encoding:
+            raise HalError(f"{text} encoding mismatch; expected {expected_encoding:08X} but have "
+                           f"{view.encoding_type:08X}", StatusCode.INVALID_ARGUMENT)
+        expected_type = _u32(element_type)
+        if not element_types_compatible(view.element_type, expected_type):
+            raise HalError(f"{text} element type mismatch; expected "
+                           f"{format_element_type(expected_type)} ({expected_type:08X}) but have "
+                           f"{format_element_type(view.element_type)} ({view.element_type:08X})",
+                           StatusCode.INVALID_ARGUMENT)
+        expected = tuple(d for (d,) in shape)
+        actual = view.shape
+        problem = None
+        if len(actual) != len(expected):
+            problem = (f"{text} shape rank mismatch; expected {len(expected)}"
+                       f"{' (scalar)' if not expected else ''} but have {len(actual)}"
+                       f"{' (scalar)' if not actual else ''}")
+        else:
+            for i, (a, e) in enumerate(zip(actual, expected)):
+                if a != e:
+                    problem = f"{text} shape dimension {i} mismatch; expected {e} but have {a}"
+                    break
+        if problem is not None:
+            error = HalError(problem, StatusCode.INVALID_ARGUMENT)
+            raise error.annotate(f"expected shape `{format_shape(expected)}`, actual shape "
+                                 f"`{format_shape(actual)}`")
+
+    @export("0r_r", name="buffer_view.buffer")
+    def buffer_view_buffer(self, view):
+        return _deref(view, BufferView, "buffer_view").buffer
+
+    @export("0rIIiiCID_r", name="buffer_view.create")
+    def buffer_view_create(self, buffer, offset, length, element_type, encoding_type, shape):
+        buffer = _deref(buffer, Buffer, "buffer")
+        if offset != 0 or length != buffer.byte_length:
+            try:
+                buffer = buffer.subspan(offset, length)
+            except VmrtError as error:
+                raise error.annotate(f"invalid subspan of an existing buffer (source_offset="
+                                     f"{offset}, length={length})")
+        return BufferView(buffer, [d for (d,) in shape], _u32(element_type),
+                          _u32(encoding_type))
+
+    @export("0ri_I", name="buffer_view.dim")
+    def buffer_view_dim(self, view, index):
+        return _deref(view, BufferView, "buffer_view").dim(index)
+
+    @export("0r_i", name="buffer_view.element_type")
+    def buffer_view_element_type(self, view):
+        return _i32(_deref(view, BufferView, "buffer_view").element_type)
+
+    @export("0r_i", name="buffer_view.encoding_type")
+    def buffer_view_encoding_type(self, view):
+        return _i32(_deref(view, BufferView, "buffer_view").encoding_type)
+
+    @export("0r_i", name="buffer_view.rank")
+    def buffer_view_rank(self, view):
+        return _deref(view, BufferView, "buffer_view").rank
+
+    @export("0rCrD_v", name="buffer_view.trace")
+    def buffer_view_trace(self, key, views):
+        if self.buffer_view_trace is None:
+            return
+        if len(views) > 128:
+            raise HalError("too many buffer views for a single trace call",
+                           StatusCode.RESOURCE_EXHAUSTED)
+        self.buffer_view_trace(_string(_deref(key, VMBuffer, "buffer")),
+                               [_deref(v, BufferView, "buffer_view") for (v,) in views])
+
+    # -- channel (collectives are not implemented on the local devices) ----------------------------
+    @export("0rIIrrii_r", name="channel.create")
+    def channel_create(self, device, queue_affinity, flags, id, group, rank, count):
+        _deref(device, Device, "device")
+        raise HalError("collective channels are not supported by the local devices",
+                       StatusCode.UNIMPLEMENTED)
+
+    @export("0r_ii", name="channel.rank_and_count")
+    def channel_rank_and_count(self, channel):
+        _deref(channel, Channel, "channel")
+        return 0, 1
+
+    @export("0riiI_r", name="channel.split")
+    def channel_split(self, channel, color, key, flags):
+        _deref(channel, Channel, "channel")
+        raise HalError("collective channels are not supported by the local devices",
+                       StatusCode.UNIMPLEMENTED)
+
+    # -- command buffer ----------------------------------------------------------------------------
+    @export("0rrIIIi_v", name="command_buffer.advise_buffer")
+    def command_buffer_advise_buffer(self, command_buffer, buffer, flags, arg0, arg1, slot):
+        _deref(command_buffer, CommandBuffer, "command_buffer").advise_buffer(
+            _ref(buffer, slot, 0, WHOLE_BUFFER), flags, arg0, arg1)
+
+    @export("0rr_v", name="command_buffer.begin_debug_group")
+    def command_buffer_begin_debug_group(self, command_buffer, label):
+        _deref(command_buffer, CommandBuffer, "command_buffer").begin_debug_group(
+            _string(_deref(label, VMBuffer, "buffer")))
+
+    @export("0rriiiirrIIIII_v", name="command_buffer.collective")
+    def command_buffer_collective(self, command_buffer, channel, op, param, send_slot,
+                                  recv_slot, send_buffer, recv_buffer, send_offset, send_length,
+                                  recv_offset, recv_length, element_count):
+        command_buffer = _deref(command_buffer, CommandBuffer, "command_buffer")
+        _deref(channel, Channel, "channel")
+        command_buffer.collective()
+
+    @export("0riirIrIII_v", name="command_buffer.copy_buffer")
+    def command_buffer_copy_buffer(self, command_buffer, source_slot, target_slot, source,
+                                   source_offset, target, target_offset, length, flags):
+        _deref(command_buffer, CommandBuffer, "command_buffer").copy_buffer(
+            _ref(source, source_slot, source_offset, length),
+            _ref(target, target_slot, target_offset, length), flags)
+
+    @export("0riiIi_r", name="command_buffer.create")
+    def command_buffer_create(self, device, modes, categories, queue_affinity,
+                              binding_capacity):
+        device = _deref(device, Device, "device")
+        command_buffer = device.create_command_buffer(_u32(modes), _u32(categories),
+                                                      queue_affinity, _u32(binding_capacity))
+        command_buffer.begin()
+        return command_buffer
+
+    @export("0rrIiiiICiDCiirIID_v", name="command_buffer.dispatch")
+    def command_buffer_dispatch(self, command_buffer, executable, function, x, y, z, flags,
+                                constants, bindings):
+        command_buffer = _deref(command_buffer, CommandBuffer, "command_buffer")
+        executable = _deref(executable, Executable, "executable")
+        command_buffer.dispatch(executable, _function_index(function),
+                                (_u32(x), _u32(y), _u32(z)), _pack_constants(constants),
+                                _binding_refs(bindings), flags)
+
+    @export("0rrIirIICiDCiirIID_v", name="command_buffer.dispatch.indirect")
+    def command_buffer_dispatch_indirect(self, command_buffer, executable, function,
+                                         workgroups_slot, workgroups_buffer, workgroups_offset,
+                                         flags, constants, bindings):
+        command_buffer = _deref(command_buffer, CommandBuffer, "command_buffer")
+        executable = _deref(executable, Executable, "executable")
+        command_buffer.dispatch(executable, _function_index(function), None,
+                                _pack_constants(constants), _binding_refs(bindings), flags,
+                                workgroup_count_ref=_ref(workgroups_buffer, workgroups_slot,
+                                                         workgroups_offset, 12))
+
+    @export("0r_v", name="command_buffer.end_debug_group")
+    def command_buffer_end_debug_group(self, command_buffer):
+        _deref(command_buffer, CommandBuffer, "command_buffer").end_debug_group()
+
+    @export("0riiI_v", name="command_buffer.execution_barrier")
+    def command_buffer_execution_barrier(self, command_buffer, source_stage_mask,
+                                         target_stage_mask, flags):
+        _deref(command_buffer, CommandBuffer, "command_buffer").execution_barrier(
+            _u32(source_stage_mask), _u32(target_stage_mask), flags)
+
+    @export("0rrIIiIiI_v", name="command_buffer.fill_buffer")
+    def command_buffer_fill_buffer(self, command_buffer, target, offset, length, slot,
+                                   pattern, pattern_length, flags):
+        command_buffer = _deref(command_buffer, CommandBuffer, "command_buffer")
+        command_buffer.fill_buffer(_ref(target, slot, offset, length),
+                                   _pattern_bytes(pattern, pattern_length), flags)
+
+    @export("0r_v", name="command_buffer.finalize")
+    def command_buffer_finalize(self, command_buffer):
+        _deref(command_buffer, CommandBuffer, "command_buffer").end()
+
+    @export("0rirII_v", name="command_buffer.flush_buffer")
+    def command_buffer_flush_buffer(self, command_buffer, slot, buffer, offset, length):
+        # Host memory is coherent: flushes and invalidations have nothing to do.
+        _deref(command_buffer, CommandBuffer, "command_buffer")
+        _deref_or_null(buffer, Buffer, "buffer")
+
+    @export("0rirII_v", name="command_buffer.invalidate_buffer")
+    def command_buffer_invalidate_buffer(self, command_buffer, slot, buffer, offset, length):
+        _deref(command_buffer, CommandBuffer, "command_buffer")
+        _deref_or_null(buffer, Buffer, "buffer")
+
+    @export("0rrIrIIiI_v", name="command_buffer.update_buffer")
+    def command_buffer_update_buffer(self, command_buffer, source, source_offset, target,
+                                     target_offset, length, slot, flags):
+        command_buffer = _deref(command_buffer, CommandBuffer, "command_buffer")
+        source = _deref(source, VMBuffer, "buffer")
+        data = source.map_ro(source_offset, length) if length >= 0 else None
+        if data is None or len(data) != length:
+            raise HalError(f"update source range [{source_offset}, {source_offset + length}) is "
+                           f"out of bounds of {source.length} bytes", StatusCode.OUT_OF_RANGE)
+        command_buffer.update_buffer(data, _ref(target, slot, target_offset, length), flags)
+
+    # -- device ------------------------------------------------------------------------------------
+    @export("0r_r", name="device.allocator")
+    def device_allocator(self, device):
+        return _deref(device, Device, "device").allocator
+
+    @export("0rrr_iI", name="device.query.i64")
+    def device_query_i64(self, device, category, key):
+        device = _deref(device, Device, "device")
+        category = _string(_deref(category, VMBuffer, "buffer"))
+        key = _string(_deref(key, VMBuffer, "buffer"))
+        try:
+            return 1, device.query_i64(category, key)
+        except VmrtError:
+            return 0, 0
+
+    @export("0rIrrIiiII_r", name="device.queue.alloca")
+    def device_queue_alloca(self, device, queue_affinity, wait_fence, signal_fence, pool,
+                            memory_types, buffer_usage, size, flags):
+        device = _deref(device, Device, "device")
+        if pool != 0:
+            raise HalError("VM queue allocation pools are not supported",
+                           StatusCode.UNIMPLEMENTED)
+        return device.queue_alloca(queue_affinity, _fence(wait_fence), _fence(signal_fence),
+                                   _u32(memory_types), _u32(buffer_usage), size, flags)
+
+    @export("0rIrrI_v", name="device.queue.barrier")
+    def device_queue_barrier(self, device, queue_affinity, wait_fence, signal_fence, flags):
+        _deref(device, Device, "device").queue_barrier(
+            queue_affinity, _fence(wait_fence), _fence(signal_fence), flags)
+
+    @export("0rIrrrIrIII_v", name="device.queue.copy")
+    def device_queue_copy(self, device, queue_affinity, wait_fence, signal_fence, source,
+                          source_offset, target, target_offset, length, flags):
+        _deref(device, Device, "device").queue_copy(
+            queue_affinity, _fence(wait_fence), _fence(signal_fence),
+            _deref(source, Buffer, "buffer"), source_offset, _deref(target, Buffer, "buffer"),
+            target_offset, length, flags)
+
+    @export("0rIrrrI_v", name="device.queue.dealloca")
+    def device_queue_dealloca(self, device, queue_affinity, wait_fence, signal_fence, buffer,
+                              flags):
+        _deref(device, Device, "device").queue_dealloca(
+            queue_affinity, _fence(wait_fence), _fence(signal_fence),
+            _deref(buffer, Buffer, "buffer"), flags)
+
+    @export("0rIrrrI_v", name="device.queue.execute")
+    def device_queue_execute(self, device, queue_affinity, wait_fence, signal_fence,
+                             command_buffer, flags):
+        _deref(device, Device, "device").queue_execute(
+            queue_affinity, _fence(wait_fence), _fence(signal_fence),
+            _deref(command_buffer, CommandBuffer, "command_buffer"), (), flags)
+
+    @export("0rIrrrICrIID_v", name="device.queue.execute.indirect")
+    def device_queue_execute_indirect(self, device, queue_affinity, wait_fence, signal_fence,
+                                      command_buffer, flags, bindings):
+        table = [(_deref_or_null(buffer, Buffer, "buffer"), offset, length)
+                 for buffer, offset, length in bindings]
+        _deref(device, Device, "device").queue_execute(
+            queue_affinity, _fence(wait_fence), _fence(signal_fence),
+            _deref(command_buffer, CommandBuffer, "command_buffer"), table, flags)
+
+    @export("0rIrrrIIIiI_v", name="device.queue.fill")
+    def device_queue_fill(self, device, queue_affinity, wait_fence, signal_fence, target,
+                          offset, length, pattern, pattern_length, flags):
+        _deref(device, Device, "device").queue_fill(
+            queue_affinity, _fence(wait_fence), _fence(signal_fence),
+            _deref(target, Buffer, "buffer"), offset, length,
+            _pattern_bytes(pattern, pattern_length), flags)
+
+    @export("0rI_v", name="device.queue.flush")
+    def device_queue_flush(self, device, queue_affinity):
+        _deref(device, Device, "device").queue_flush(queue_affinity)
+
+    @export("0rIrrrIrIII_v", name="device.queue.read")
+    def device_queue_read(self, device, queue_affinity, wait_fence, signal_fence, source,
+                          source_offset, target, target_offset, length, flags):
+        _deref(device, Device, "device").queue_read(
+            queue_affinity, _fence(wait_fence), _fence(signal_fence),
+            _deref(source, MemoryFile, "file"), source_offset, _deref(target, Buffer, "buffer"),
+            target_offset, length, flags)
+
+    @export("0rIrrrIrIII_v", name="device.queue.update")
+    def device_queue_update(self, device, queue_affinity, wait_fence, signal_fence, source,
+                            source_offset, target, target_offset, length, flags):
+        source = _deref(source, VMBuffer, "buffer")
+        data = source.map_ro(source_offset, length)
+        _deref(device, Device, "device").queue_update(
+            queue_affinity, _fence(wait_fence), _fence(signal_fence), data,
+            _deref(target, Buffer, "buffer"), target_offset, length, flags)
+
+    @export("0rIrrrIrIII_v", name="device.queue.write")
+    def device_queue_write(self, device, queue_affinity, wait_fence, signal_fence, source,
+                           source_offset, target, target_offset, length, flags):
+        _deref(device, Device, "device").queue_write(
+            queue_affinity, _fence(wait_fence), _fence(signal_fence),
+            _deref(source, Buffer, "buffer"), source_offset, _deref(target, MemoryFile, "file"),
+            target_offset, length, flags)
+
+    @export("0v_i", name="devices.count")
+    def devices_count(self):
+        return len(self.devices)
+
+    @export("0i_r", name="devices.get")
+    def devices_get(self, index):
+        return self.devices[index] if 0 <= index < len(self.devices) else None
+
+    # -- files -------------------------------------------------------------------------------------
+    @export("0rIirIIi_r", name="ex.file.from_memory")
+    def ex_file_from_memory(self, device, queue_affinity, access, buffer, offset, length, flags):
+        _deref(device, Device, "device")
+        if _u32(access) & ~int(MemoryAccess.READ):
+            raise HalError("only read-only memory can be accessed via a file handle (today)",
+                           StatusCode.PERMISSION_DENIED)
+        buffer = _deref(buffer, VMBuffer, "buffer")
+        return MemoryFile(buffer.map_ro(offset, length), int(MemoryAccess.READ))
+
+    # -- executables -------------------------------------------------------------------------------
+    @export("0rIrrr_r", name="executable.create")
+    def executable_create(self, device, queue_affinity, executable_format, data, constants):
+        device = _deref(device, Device, "device")
+        fmt = _string(_deref(executable_format, VMBuffer, "buffer"))
+        data = _deref(data, VMBuffer, "buffer")
+        constant_bytes = b""
+        if isinstance(constants, VMBuffer):
+            if constants.length % 4:
+                raise HalError("constant buffer data must contain 4-byte elements but data "
+                               f"length is {constants.length}", StatusCode.INVALID_ARGUMENT)
+            constant_bytes = bytes(constants.view)
+        return device.create_executable(fmt, data.view, constant_bytes, queue_affinity)
+
+    @export("0rr_I", name="executable.lookup.function")
+    def executable_lookup_function(self, executable, name):
+        executable = _deref(executable, Executable, "executable")
+        return executable.lookup_function(_string(_deref(name, VMBuffer, "buffer")))
+
+    # -- fences ------------------------------------------------------------------------------------
+    @export("0iICrD_i", name="fence.await")
+    def fence_await(self, timeout_millis, flags, fences):
+        fences = [_deref_or_null(f, Fence, "fence") for (f,) in fences]
+        pending = []
+        for fence in fences:
+            if fence is not None and not fence.is_reached():  # raises a failure
+                pending.append(fence)
+        if not pending:
+            return 0
+        timeout = _u32(timeout_millis)
+        deadline = None if timeout == _UINT32_MAX else time.monotonic() + timeout / 1000.0
+        try:
+            for fence in pending:
+                fence.wait(deadline)
+        except VmrtError as error:
+            if error.code == StatusCode.DEADLINE_EXCEEDED:
+                return int(StatusCode.DEADLINE_EXCEEDED)
+            raise
+        return 0
+
+    @export("0rI_r", name="fence.create")
+    def fence_create(self, device, flags):
+        return _deref(device, Device, "device").create_fence()
+
+    @export("0ri_v", name="fence.fail")
+    def fence_fail(self, fence, status):
+        fence = _deref(fence, Fence, "fence")
+        code = status & 0x1F
+        try:
+            code = StatusCode(code)
+        except ValueError:
+            code = StatusCode.UNKNOWN
+        fence.fail(HalError(f"fence failed with status {code.name}", code))
+
+    @export("0ICrD_r", name="fence.join")
+    def fence_join(self, flags, fences):
+        fences = [_deref_or_null(f, Fence, "fence") for (f,) in fences]
+        joined = Fence()
+        for fence in fences:
+            joined.extend(fence)
+        return joined if joined.timepoints else None
+
+    @export("0r_i", name="fence.query")
+    def fence_query(self, fence):
+        code, _ = _deref(fence, Fence, "fence").status()
+        return int(code)
+
+    @export("0r_v", name="fence.signal")
+    def fence_signal(self, fence):
+        _deref(fence, Fence, "fence").signal()
+
+
+_CONSTANT_FORMATS: dict[int, struct.Struct] = {}
+
+
+def _pack_constants(constants) -> bytes:
+    count = len(constants)
+    packer = _CONSTANT_FORMATS.get(count)
+    if packer is None:
+        packer = _CONSTANT_FORMATS[count] = struct.Struct(f"<{count}I")
+    return packer.pack(*[c & _UINT32_MAX for (c,) in constants])
+
+
+def _pattern_bytes(pattern: int, pattern_length: int) -> bytes:
+    """The low `pattern_length` bytes of a fill pattern (1, 2 or 4 of them)."""
+    size = _u32(pattern_length)
+    check_fill_pattern(size)
+    return (pattern & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little")[:size]
+
+
+def _binding_refs(bindings) -> list:
+    if len(bindings) > MAX_DISPATCH_BINDINGS:
+        raise HalError(f"binding count {len(bindings)} > {MAX_DISPATCH_BINDINGS}",
+                       StatusCode.OUT_OF_RANGE)
+    return [_ref(buffer, slot, offset, length) for _, slot, buffer, offset, length in bindings]
+
+
+def _function_index(function: int) -> int:
+    if not 0 <= function <= _UINT32_MAX:
+        raise HalError(f"function id {function} out of range", StatusCode.OUT_OF_RANGE)
+    return function
+
+
+class HostAdapter:
+    """Host values <-> VM values for `Function` calls through a context with the
+    hal module: numpy arrays (anything exposing `__array_interface__`) passed as
+    ref arguments become buffer views on `device`, buffer view results come back
+    as numpy arrays (copies)."""
+
+    def __init__(self, device: Device):
+        self.device = device
+
+    def convert_arguments(self, fragment: str, args) -> tuple:
+        converted = list(args)
+        position = 0
+        i = 0
+        while i < len(fragment) and position < len(converted):
+            ch = fragment[i]
+            if ch == "C":  # spans pass through unchanged
+                i = fragment.find("D", i + 1) + 1
+                position += 1
+                continue
+            if ch == "v":
+                i += 1
+                continue
+            value = converted[position]
+            if ch == "r" and not isinstance(value, RefObject) and value is not None and \
+                    hasattr(value, "__array_interface__"):
+                converted[position] = buffer_view_from_numpy(value, self.device)
+            position += 1
+            i += 1
+        return tuple(converted)
+
+    def convert_results(self, fragment: str, result):
+        if isinstance(result, tuple):
+            return tuple(self.to_host(r) for r in result)
+        return self.to_host(result)
+
+    def to_host(self, value):
+        if isinstance(value, BufferView):
+            return buffer_view_to_numpy(value)
+        return value
+
+    def to_vm(self, value):
+        if isinstance(value, RefObject) or value is None:
+            return value
+        return buffer_view_from_numpy(value, self.device)
+
+
+__all__ = ["Channel", "Event", "HalModule", "HostAdapter"]
