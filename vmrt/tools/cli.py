@@ -17,6 +17,8 @@ from vmrt.errors import VmrtError
 SUBCOMMANDS = {
     "dump": "vmrt.tools.dump",
     "test": "vmrt.tools.test",
+    "disasm": "vmrt.tools.disasm",
+    "asm": "vmrt.tools.asm",
     "params": "vmrt.tools.params",
     "stream": "vmrt.tools.stream",
 }
