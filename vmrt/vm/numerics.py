@@ -17,6 +17,9 @@ I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 U32_MASK, U64_MASK = 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
 INF, NAN = math.inf, math.nan
+# What x86 hardware (and so the reference VM) makes of an invalid operation such as
+# 0/0 or sqrt(-1): the "real indefinite" quiet NaN, with the sign bit set.
+DEFAULT_NAN = -math.nan
 
 # One-slot float32 array: assigning a double and reading it back rounds to single
 # precision with the C cast's round-to-nearest (overflow gives inf), ~80 ns.
@@ -78,11 +81,26 @@ _I64 = struct.Struct("<q")
 _F64 = struct.Struct("<d")
 
 
+_U64 = struct.Struct("<Q")
+
+
 def bitcast_i32_f32(a: int) -> float:
-    return _F32.unpack(_I32.pack(a))[0]
+    """Bits -> f32 value. A float -> double conversion would quiet a signalling NaN,
+    so NaNs are widened by hand (the f32 payload on top of the f64 mantissa): any
+    bit pattern survives bitcast.i32.f32 then bitcast.f32.i32, neg, abs, moves."""
+    x = _F32.unpack(_I32.pack(a))[0]
+    if x != x:
+        return _F64.unpack(_U64.pack(((a & 0x80000000) << 32) | 0x7FF0000000000000
+                                     | ((a & 0x7FFFFF) << 29)))[0]
+    return x
 
 
 def bitcast_f32_i32(x: float) -> int:
+    if x != x:
+        bits = _U64.unpack(_F64.pack(x))[0]
+        payload = (bits >> 29) & 0x7FFFFF
+        # A payload only in the low double bits narrows to a quiet NaN, as in C.
+        return wrap_i32(((bits >> 32) & 0x80000000) | 0x7F800000 | (payload or 0x400000))
     return _I32.unpack(_F32.pack(x))[0]
 
 
@@ -96,9 +114,10 @@ def bitcast_f64_i64(x: float) -> int:
 
 # -- rounding ----------------------------------------------------------------------
 def round_half_away(x: float) -> float:
-    """C roundf/round: halfway cases away from zero; keeps -0.0, inf and nan."""
+    """C roundf/round: halfway cases away from zero; keeps -0.0 and inf; x + x
+    quiets a signalling NaN as libm does."""
     if x != x or x in (INF, -INF):
-        return x
+        return x + x
     t = math.trunc(x)
     if abs(x - t) >= 0.5:
         t += 1 if x > 0 else -1
@@ -111,8 +130,8 @@ def round_half_even(x: float) -> float:
     if rounded != rounded or rounded in (INF, -INF):
         return rounded
     if abs(x - rounded) == 0.5 and math.fmod(rounded, 2.0) != 0:
+        # No copysign: upstream's -1.0 + 1.0 makes round_even(-0.5) +0.0.
         rounded = rounded - 1.0 if rounded > 0.0 else rounded + 1.0
-        rounded = math.copysign(rounded, x)
     return rounded
 
 
@@ -207,9 +226,12 @@ def c_exp(x: float) -> float:
         return INF
 
 
+_exp2 = getattr(math, "exp2", lambda x: 2.0 ** x)  # math.exp2 is libm's (3.11+)
+
+
 def c_exp2(x: float) -> float:
     try:
-        return 2.0 ** x
+        return _exp2(x)
     except OverflowError:
         return INF
 
@@ -251,7 +273,7 @@ def c_log1p(x: float) -> float:
     if x == -1.0:
         return -INF
     if x < -1.0:
-        return NAN
+        return DEFAULT_NAN
     if x == INF:
         return INF
     return math.log1p(x)
@@ -269,14 +291,14 @@ def c_pow(b: float, e: float) -> float:
         if b == 0.0 and e < 0:
             odd = e == math.floor(e) and int(e) % 2 == 1
             return math.copysign(INF, b) if odd else INF
-        return NAN
+        return DEFAULT_NAN
 
 
 def c_sqrt(x: float) -> float:
     if x != x or x == INF:
         return x
     if x < 0.0:
-        return NAN
+        return DEFAULT_NAN
     return math.sqrt(x)
 
 
@@ -287,12 +309,20 @@ def c_rsqrt(x: float) -> float:
     return 1.0 / s
 
 
+def c_rsqrt_f32(x: float) -> float:
+    """1.0f / sqrtf(x): the square root is rounded to f32 before the division."""
+    s = f32(c_sqrt(x))
+    if s == 0.0:
+        return math.copysign(INF, s)
+    return f32(1.0 / s)
+
+
 def c_trig(fn):
     def wrapped(x: float) -> float:
         if x != x:
             return x
         if x in (INF, -INF):
-            return NAN
+            return DEFAULT_NAN
         return fn(x)
     return wrapped
 
@@ -306,14 +336,18 @@ def c_div(a: float, b: float) -> float:
     try:
         return a / b
     except ZeroDivisionError:
-        if a != a or a == 0.0:
-            return NAN
+        if a != a:
+            return a  # a NaN operand propagates
+        if a == 0.0:
+            return DEFAULT_NAN
         return math.copysign(INF, a) * math.copysign(1.0, b)
 
 
 def c_remainder(a: float, b: float) -> float:
-    if a != a or b != b or a in (INF, -INF) or b == 0.0:
-        return NAN
+    if a != a or b != b:
+        return a if a != a else b  # a NaN operand propagates
+    if a in (INF, -INF) or b == 0.0:
+        return DEFAULT_NAN
     if b in (INF, -INF):
         return a
     return math.remainder(a, b)
@@ -326,13 +360,13 @@ def c_fma_f32(a: float, b: float, c: float) -> float:
 
 def c_ceil(x: float) -> float:
     if x != x or x in (INF, -INF):
-        return x
+        return x + x  # quiets a signalling NaN, as libm does
     return math.copysign(float(math.ceil(x)), x)
 
 
 def c_floor(x: float) -> float:
     if x != x or x in (INF, -INF):
-        return x
+        return x + x  # quiets a signalling NaN, as libm does
     return math.copysign(float(math.floor(x)), x)
 
 
@@ -343,4 +377,6 @@ erf = math.erf
 
 
 def atan2(y: float, x: float) -> float:
+    if y != y or x != x:
+        return y if y != y else x  # math.atan2 would answer a fresh NaN
     return math.atan2(y, x)
