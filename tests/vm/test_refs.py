@@ -98,11 +98,8 @@ def test_discard_refs_reference_behaviour(moves):
     assert moves.theirs("discard").values == (0, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "codegen.op_DiscardRefs clears only registers carrying the move bit; upstream "
-    "releases every register listed in vm.discard.refs (`vm.discard.refs %R0, %r1` "
-    "leaves %r1 non-null in vmrt, null in the reference)"))
 def test_discard_refs(moves):
+    # Upstream releases every listed register, with or without the move bit.
     assert moves.check("discard").values == (0, 0)
 
 

@@ -448,7 +448,8 @@ class FunctionGenerator:
                 self.out.emit(indent, f"{reg_name(src)} = None")
 
     def op_DiscardRefs(self, d, indent):
-        names = [reg_name(r) for r in d.values[0] if is_move(r)]
+        # Upstream releases every listed register, move bit or not.
+        names = [f"r{r & REF_MASK}" for r in d.values[0]]
         if names:
             self.out.emit(indent, " = ".join(names) + " = None")
 

@@ -4,6 +4,7 @@ by full name, exports called from Python with VM errors carrying a VM stack.
 
 from __future__ import annotations
 
+import operator
 import struct
 import sys
 import types
@@ -31,6 +32,11 @@ class Instance:
 
     def __init__(self, *, max_depth: int = DEFAULT_MAX_DEPTH):
         self.max_depth = max_depth
+        # Each VM frame is a Python frame (Python-to-Python calls use no C stack
+        # in CPython 3.11+), so the interpreter's recursion limit must leave room.
+        needed = max_depth + 1000
+        if sys.getrecursionlimit() < needed:
+            sys.setrecursionlimit(needed)
 
 
 def _default_print(name: str, values) -> None:
@@ -328,15 +334,29 @@ def cconv_compatible(import_cconv: str, export_cconv: str) -> bool:
 
 
 # -- Python values <-> registers ----------------------------------------------------------------
+def _integer(value) -> int:
+    """An exact integer (int, bool, numpy integer): no silent float truncation or str parsing."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{value!r} is not an integer") from None
+
+
+def _real(value) -> float:
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+        raise TypeError(f"{value!r} is not a number")
+    return float(value)
+
+
 def _to_i32(value) -> int:
-    v = int(value)
+    v = _integer(value)
     if not -(1 << 31) <= v < (1 << 32):
         raise ValueError(f"{value!r} does not fit in i32")
     return v - (1 << 32) if v >= (1 << 31) else v
 
 
 def _to_i64(value) -> int:
-    v = int(value)
+    v = _integer(value)
     if not -(1 << 63) <= v < (1 << 64):
         raise ValueError(f"{value!r} does not fit in i64")
     return v - (1 << 64) if v >= (1 << 63) else v
@@ -354,7 +374,7 @@ def _to_ref(value):
     raise TypeError(f"{type(value).__name__} is not a ref (buffer, list or None)")
 
 
-_CONVERT = {"i": _to_i32, "I": _to_i64, "f": lambda v: f32(float(v)), "F": float, "r": _to_ref}
+_CONVERT = {"i": _to_i32, "I": _to_i64, "f": lambda v: f32(_real(v)), "F": _real, "r": _to_ref}
 
 
 def _convert_arguments(fragment: str, args) -> list:
