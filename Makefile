@@ -25,6 +25,9 @@ test: install-test
 bench: install-test
 	$(PYTHON) benchmarks/load_bench.py
 	$(PYTHON) benchmarks/vm_bench.py
+	$(PYTHON) benchmarks/asm_bench.py
+	$(PYTHON) benchmarks/hal_bench.py
+	$(PYTHON) benchmarks/io_bench.py
 
 # Regenerates the bundled example from its MLIR (needs iree-base-compiler).
 example: examples/mlp.vmfb
