@@ -20,11 +20,12 @@ run: install
 # every test, once with the C helpers and once forcing their Python twins.
 test: install-test
 	$(PYTHON) -m pytest tests
-	VMRT_NO_NATIVE=1 $(PYTHON) -m pytest tests/test_memory.py tests/vm/test_buffer.py
+	VMRT_NO_NATIVE=1 $(PYTHON) -m pytest tests/test_memory.py tests/vm/test_buffer.py tests/native
 
 bench: install-test
 	$(PYTHON) benchmarks/load_bench.py
 	$(PYTHON) benchmarks/vm_bench.py
+	$(PYTHON) benchmarks/native_bench.py
 	$(PYTHON) benchmarks/asm_bench.py
 	$(PYTHON) benchmarks/hal_bench.py
 	$(PYTHON) benchmarks/io_bench.py

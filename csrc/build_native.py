@@ -1,4 +1,15 @@
-"""cffi (API mode) build script for vmrt's C helpers; run by setup.py at install."""
+"""cffi (API mode) build script for vmrt's C helpers; run by setup.py at install.
+
+One extension, vmrt._cnative, holds:
+
+- vmrt_memory.c: byte copy/fill and the batched span operations (vmrt/memory.py);
+- vmrt_native_call.c: calling C native-module exports (vmrt/native/cmodule.py),
+  with the host services of vmrt/native/include/vmrt_native.h implemented as
+  `extern "Python"` callbacks;
+- vmrt_caller.c: `vmrt._cnative.Caller`, the fast path for exports whose cconv
+  has only scalars (installed into the module by vmrt_caller_install());
+- vmrt_example.c: the example C module `cexample` (vmrt/native/example.py).
+"""
 
 from pathlib import Path
 
@@ -6,21 +17,123 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 
-ffibuilder = FFI()
-ffibuilder.cdef(
-    """
+CDEF = """
     void vmrt_copy_bytes(uint8_t* target, const uint8_t* source, size_t length);
     void vmrt_fill_pattern(uint8_t* target, size_t length, const uint8_t* pattern,
                            size_t pattern_length);
-    """
-)
-ffibuilder.set_source(
-    "vmrt._cnative",
-    '#include "vmrt_memory.h"',
-    sources=[str(Path("csrc") / "vmrt_memory.c")],
-    include_dirs=[str(Path("csrc"))],
-    extra_compile_args=["-O2"],
-)
+    int64_t vmrt_copy_spans(uint8_t* target, int64_t target_size,
+                            const uint8_t* source, int64_t source_size,
+                            const int64_t* spans, int64_t count);
+    int64_t vmrt_fill_spans(uint8_t* target, int64_t target_size,
+                            const int64_t* spans, int64_t count,
+                            const uint8_t* pattern, int64_t pattern_length);
+    int64_t vmrt_compare_spans(const uint8_t* lhs, int64_t lhs_size,
+                               const uint8_t* rhs, int64_t rhs_size,
+                               const int64_t* spans, int64_t count,
+                               int64_t* out_mismatch);
+
+    typedef intptr_t vmrt_status_t;
+    typedef uintptr_t vmrt_ref_type_t;
+    typedef int32_t vmrt_size_t;
+    typedef struct vmrt_ref_t { void* ptr; vmrt_ref_type_t type; } vmrt_ref_t;
+    typedef vmrt_status_t (*vmrt_native_fn_t)(void* stack, void* module,
+                                              void* module_state, void* args, void* rets);
+    typedef vmrt_status_t (*vmrt_alloc_state_fn_t)(void* module, void** out_state);
+    typedef void (*vmrt_free_state_fn_t)(void* module, void* module_state);
+    typedef struct vmrt_export_descriptor_t {
+      const char* name;
+      const char* cconv;
+      vmrt_native_fn_t fn;
+    } vmrt_export_descriptor_t;
+    typedef struct vmrt_module_descriptor_t {
+      uint32_t abi_version;
+      uint32_t version;
+      const char* name;
+      void* module;
+      vmrt_alloc_state_fn_t alloc_state;
+      vmrt_free_state_fn_t free_state;
+      size_t export_count;
+      const vmrt_export_descriptor_t* exports;
+    } vmrt_module_descriptor_t;
+    typedef struct vmrt_call_t {
+      vmrt_native_fn_t fn;
+      void* stack;
+      void* module;
+      void* state;
+    } vmrt_call_t;
+
+    vmrt_status_t vmrt_call_packed(const vmrt_call_t* call, void* block, size_t rets_offset);
+    vmrt_status_t vmrt_alloc_state(vmrt_alloc_state_fn_t fn, void* module, void** out_state);
+    void vmrt_free_state(vmrt_free_state_fn_t fn, void* module, void* state);
+    const char* vmrt_status_message(void);
+    vmrt_status_t vmrt_host_make_status(int32_t code, const char* message);
+    void* vmrt_default_stack(void);
+    uint32_t vmrt_native_abi_version(void);
+
+    extern "Python" vmrt_status_t vmrt_py_ref_retain(const vmrt_ref_t*, vmrt_ref_t*);
+    extern "Python" vmrt_status_t vmrt_py_ref_release(vmrt_ref_t*);
+    extern "Python" vmrt_status_t vmrt_py_buffer_span(const vmrt_ref_t*, int32_t,
+                                                       uint8_t**, size_t*);
+    extern "Python" vmrt_status_t vmrt_py_buffer_alloc(size_t, vmrt_ref_t*);
+    extern "Python" vmrt_ref_type_t vmrt_py_lookup_type(const char*);
+
+    const vmrt_module_descriptor_t* vmrt_example_module(void);
+    int32_t vmrt_example_live_states(void);
+
+    int vmrt_caller_install(void);
+"""
+
+PREAMBLE = """
+#include "vmrt_memory.h"
+#include "vmrt_native_call.h"
+
+/* Host services: extern "Python" callbacks that cffi defines further down. */
+static vmrt_status_t vmrt_py_ref_retain(const vmrt_ref_t*, vmrt_ref_t*);
+static vmrt_status_t vmrt_py_ref_release(vmrt_ref_t*);
+static vmrt_status_t vmrt_py_buffer_span(const vmrt_ref_t*, int32_t, uint8_t**, size_t*);
+static vmrt_status_t vmrt_py_buffer_alloc(size_t, vmrt_ref_t*);
+static vmrt_ref_type_t vmrt_py_lookup_type(const char*);
+
+static const vmrt_host_api_t vmrt_host_api = {
+    VMRT_NATIVE_ABI_VERSION,
+    sizeof(vmrt_host_api_t),
+    vmrt_host_make_status,
+    vmrt_py_ref_retain,
+    vmrt_py_ref_release,
+    vmrt_py_buffer_span,
+    vmrt_py_buffer_alloc,
+    vmrt_py_lookup_type,
+};
+static vmrt_stack_t vmrt_host_stack = {&vmrt_host_api};
+
+static void* vmrt_default_stack(void) { return &vmrt_host_stack; }
+static uint32_t vmrt_native_abi_version(void) { return VMRT_NATIVE_ABI_VERSION; }
+
+const vmrt_module_descriptor_t* vmrt_example_module(void);
+int32_t vmrt_example_live_states(void);
+int vmrt_caller_install(void);
+"""
+
+
+
+def make_builder(root: Path) -> FFI:
+    """The builder with paths under `root` (relative for setuptools)."""
+    csrc = root / "csrc"
+    builder = FFI()
+    builder.cdef(CDEF)
+    builder.set_source(
+        "vmrt._cnative",
+        PREAMBLE,
+        sources=[str(csrc / "vmrt_memory.c"), str(csrc / "vmrt_native_call.c"),
+                 str(csrc / "vmrt_caller.c"), str(csrc / "vmrt_example.c")],
+        include_dirs=[str(csrc), str(root / "vmrt" / "native" / "include")],
+        extra_compile_args=["-O2", "-Wall"],
+    )
+    return builder
+
+
+ffibuilder = make_builder(Path("."))
 
 if __name__ == "__main__":
-    ffibuilder.compile(tmpdir=str(HERE.parent / "build" / "cffi"), verbose=True)
+    make_builder(HERE.parent).compile(tmpdir=str(HERE.parent / "build" / "cffi"),
+                                      verbose=True)

@@ -1,4 +1,5 @@
-"""Byte-range copy and fill over writable buffers: C through cffi, or a Python twin.
+"""Byte-range copy and fill over writable buffers, and the same over many spans in one
+call (copy_spans, fill_spans, compare_spans): C through cffi, or a Python twin.
 
 `VMRT_NO_NATIVE=1` in the environment forces the pure-Python twin; both paths run
 the same range checks here, so they accept and reject exactly the same calls.
@@ -89,3 +90,162 @@ def fill_pattern(target, target_offset: int, length: int, pattern: bytes) -> Non
         _lib.vmrt_fill_pattern(target_ptr + target_offset, length, pattern, len(pattern))
         return
     target_view[target_offset:target_offset + length] = pattern * (length // len(pattern))
+
+
+# -- batched spans -------------------------------------------------------------------------------
+# Many (offset, length) ranges in one call: io_parameters gathers and scatters, large
+# vm.buffer copies. `spans` is an (n, k) int64 array (numpy, or any C-contiguous buffer of
+# int64 such as array('q') holding n*k values), or a sequence of k-tuples. The C path
+# checks every span, then works through them with the GIL released (cffi releases it for
+# every call); the twin checks the same way first, so both accept, reject and change
+# exactly the same bytes.
+
+def _span_array(spans, width: int) -> memoryview:
+    """`spans` as a flat memoryview of int64 (n * width values)."""
+    try:
+        view = memoryview(spans)
+    except TypeError:
+        view = None
+    if view is not None and view.c_contiguous and view.itemsize == 8 and \
+            view.format in ("q", "l", "<q", "<l", "=q", "=l"):
+        flat = view.cast("B").cast("q")
+        if len(flat) % width:
+            raise VmrtError(f"span array of {len(flat)} values is not a multiple of {width}",
+                            StatusCode.INVALID_ARGUMENT)
+        return flat
+    from array import array
+
+    items = list(spans)
+    flat = array("q")
+    try:
+        for index, item in enumerate(items):
+            if len(item) != width:
+                raise VmrtError(f"span {index} has {len(item)} values, expected {width}",
+                                StatusCode.INVALID_ARGUMENT)
+            flat.extend(item)
+    except (TypeError, OverflowError) as error:
+        raise VmrtError(f"spans must be {width}-tuples of int64: {error}",
+                        StatusCode.INVALID_ARGUMENT) from None
+    return memoryview(flat)
+
+
+def _span_error(index: int, what: str, size: int, offset: int, length: int) -> VmrtError:
+    return VmrtError(f"span {index}: {what} range [{offset}, {offset}+{length}) out of bounds "
+                     f"of {size} bytes", StatusCode.OUT_OF_RANGE)
+
+
+def _in_range(offset: int, length: int, size: int) -> bool:
+    return 0 <= offset <= size and 0 <= length <= size - offset
+
+
+def _bad_pair_span(flat, index: int, names, sizes) -> VmrtError:
+    a, b, length = flat[3 * index:3 * index + 3]
+    if not _in_range(a, length, sizes[0]):
+        return _span_error(index, names[0], sizes[0], a, length)
+    return _span_error(index, names[1], sizes[1], b, length)
+
+
+def _first_bad_pair(flat, count: int, size_a: int, size_b: int) -> int:
+    for i in range(count):
+        a, b, length = flat[3 * i], flat[3 * i + 1], flat[3 * i + 2]
+        if not (_in_range(a, length, size_a) and _in_range(b, length, size_b)):
+            return i
+    return -1
+
+
+def copy_spans(target, source, spans) -> None:
+    """For each span (target_offset, source_offset, length), in order: copies
+    source[source_offset:+length] to target[target_offset:+length] (memmove, so
+    target may be source). Any span out of range: OUT_OF_RANGE naming it, and
+    nothing is copied."""
+    target_view = _writable(target)
+    source_view = _bytes_view(source)
+    flat = _span_array(spans, 3)
+    count = len(flat) // 3
+    sizes = (target_view.nbytes, source_view.nbytes)
+    if _lib is not None:
+        if not count:
+            return
+        bad = _lib.vmrt_copy_spans(
+            _ffi.from_buffer("uint8_t[]", target_view, require_writable=True), sizes[0],
+            _ffi.from_buffer("uint8_t[]", source_view), sizes[1],
+            _ffi.from_buffer("int64_t[]", flat), count)
+        if bad >= 0:
+            raise _bad_pair_span(flat, bad, ("target", "source"), sizes)
+        return
+    bad = _first_bad_pair(flat, count, *sizes)
+    if bad >= 0:
+        raise _bad_pair_span(flat, bad, ("target", "source"), sizes)
+    for i in range(count):
+        t, s, length = flat[3 * i], flat[3 * i + 1], flat[3 * i + 2]
+        if length:
+            target_view[t:t + length] = bytes(source_view[s:s + length])
+
+
+def fill_spans(target, spans, pattern: bytes) -> None:
+    """For each span (offset, length): fills target[offset:+length] by repeating
+    `pattern` (1..16 bytes; each length a multiple of its size). Any bad span:
+    an error naming it, and nothing is written."""
+    target_view = _writable(target)
+    pattern = bytes(pattern)
+    if not 1 <= len(pattern) <= MAX_PATTERN_LENGTH:
+        raise VmrtError(f"fill pattern of {len(pattern)} bytes (must be 1..16)",
+                        StatusCode.INVALID_ARGUMENT)
+    flat = _span_array(spans, 2)
+    count = len(flat) // 2
+    size = target_view.nbytes
+
+    def error(index):
+        offset, length = flat[2 * index], flat[2 * index + 1]
+        if not _in_range(offset, length, size):
+            return _span_error(index, "target", size, offset, length)
+        return VmrtError(f"span {index}: fill length {length} is not a multiple of the "
+                         f"{len(pattern)}-byte pattern", StatusCode.INVALID_ARGUMENT)
+
+    if _lib is not None:
+        if not count:
+            return
+        bad = _lib.vmrt_fill_spans(
+            _ffi.from_buffer("uint8_t[]", target_view, require_writable=True), size,
+            _ffi.from_buffer("int64_t[]", flat), count, pattern, len(pattern))
+        if bad >= 0:
+            raise error(bad)
+        return
+    for i in range(count):
+        offset, length = flat[2 * i], flat[2 * i + 1]
+        if not _in_range(offset, length, size) or length % len(pattern):
+            raise error(i)
+    for i in range(count):
+        offset, length = flat[2 * i], flat[2 * i + 1]
+        if length:
+            target_view[offset:offset + length] = pattern * (length // len(pattern))
+
+
+def compare_spans(lhs, rhs, spans) -> int:
+    """For spans (lhs_offset, rhs_offset, length): the index of the first span
+    whose bytes differ, or -1 when all are equal. Any span out of range:
+    OUT_OF_RANGE naming it (checked before comparing)."""
+    lhs_view = _bytes_view(lhs)
+    rhs_view = _bytes_view(rhs)
+    flat = _span_array(spans, 3)
+    count = len(flat) // 3
+    sizes = (lhs_view.nbytes, rhs_view.nbytes)
+    if _lib is not None:
+        if not count:
+            return -1
+        mismatch = _ffi.new("int64_t*")
+        bad = _lib.vmrt_compare_spans(
+            _ffi.from_buffer("uint8_t[]", lhs_view), sizes[0],
+            _ffi.from_buffer("uint8_t[]", rhs_view), sizes[1],
+            _ffi.from_buffer("int64_t[]", flat), count, mismatch)
+        if bad >= 0:
+            raise _bad_pair_span(flat, bad, ("lhs", "rhs"), sizes)
+        return mismatch[0]
+    bad = _first_bad_pair(flat, count, *sizes)
+    if bad >= 0:
+        raise _bad_pair_span(flat, bad, ("lhs", "rhs"), sizes)
+    for i in range(count):
+        a, b, length = flat[3 * i], flat[3 * i + 1], flat[3 * i + 2]
+        if lhs_view[a:a + length] != rhs_view[b:b + length]:
+            return i
+    return -1
