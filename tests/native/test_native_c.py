@@ -13,6 +13,8 @@ import threading
 import time
 
 import cffi
+import gc
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -367,15 +369,22 @@ def test_calls_after_close_fail_cleanly():
     from vmrt.native.example import example_module, live_states
     from vmrt.vm.buffer import VMBuffer
 
-    before = live_states()
-    ctx = vmrt.Context(vmrt.Instance(), modules=[example_module()])
-    functions = [(ctx.function("cexample.counter"), ()),
-                 (ctx.function("cexample.ref_echo"), (VMBuffer.from_bytes(b"x"),)),
-                 (ctx.function("cexample.span_sum"), ([(1,)],))]
-    assert functions[0][0]() == 1
-    held = cmodule.held_ref_count()
-    ctx.close()
-    assert live_states() == before
+    # live_states() counts every context of the process: collect the ones
+    # earlier tests dropped first, so only this test's context can change it.
+    gc.collect()
+    gc.disable()
+    try:
+        before = live_states()
+        ctx = vmrt.Context(vmrt.Instance(), modules=[example_module()])
+        functions = [(ctx.function("cexample.counter"), ()),
+                     (ctx.function("cexample.ref_echo"), (VMBuffer.from_bytes(b"x"),)),
+                     (ctx.function("cexample.span_sum"), ([(1,)],))]
+        assert functions[0][0]() == 1
+        held = cmodule.held_ref_count()
+        ctx.close()
+        assert live_states() == before
+    finally:
+        gc.enable()
     for fn, args in functions:
         with pytest.raises(vmrt.VMError) as info:
             fn(*args)
