@@ -17,6 +17,7 @@ from vmrt.errors import VmrtError
 SUBCOMMANDS = {
     "dump": "vmrt.tools.dump",
     "test": "vmrt.tools.test",
+    "run": "vmrt.tools.run",
     "disasm": "vmrt.tools.disasm",
     "asm": "vmrt.tools.asm",
     "params": "vmrt.tools.params",

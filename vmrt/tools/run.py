@@ -1,0 +1,288 @@
+"""Run one exported function, with iree-run-module's flags and output.
+
+    vmrt run --module=M.vmfb [--module=...] [--function=F] [--input=V ...]
+             [--output=SPEC ...] [--expected_output=V ...]
+
+Modules are registered in flag order (dependencies first); `--function` names
+an export of the last module (or `module.function` of any registered module;
+with one non-internal export it may be left out). Inputs are parsed by the
+function's signature (`--input=5`, `--input=-1.5`, `--input=(null)`) and
+stdout is what iree-run-module prints: `EXEC @F`, then `result[N]: i32=7`
+lines. `--output=` takes `-`, `` (skip), `@file.npy`, `+file.npy`, `@file.bin`
+and `+file.bin`; `--expected_output=` compares the results and exits 1 on a
+mismatch. `--device`, `--output_max_element_count` (alias
+`--print_max_element_count`), `--print_statistics`, `--module_mode` and
+`--parameters` are accepted so iree-run-module command lines work unchanged;
+they change nothing for scalar functions. Modules importing `yieldable_test`
+get vmrt's twin of upstream's test module. Tensors (!hal.buffer_view) need the
+HAL module, which vmrt does not have yet: they fail with one UNIMPLEMENTED line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import sys
+
+from vmrt.errors import StatusCode, VMError, VmrtError
+from vmrt.tools import function_io as fio
+from vmrt.vm.context import Context, Function, Instance
+from vmrt.vm.module import load_module
+
+#: Native modules vmrt can supply when a module imports them (or depends on
+#: them): name -> (Python module, class). The HAL module joins here.
+NATIVE_MODULES = {
+    "yieldable_test": ("vmrt.modules.yieldable_test", "YieldableTestModule"),
+}
+
+#: Native modules of IREE's runtime that vmrt does not provide yet.
+_PENDING_NATIVE_MODULES = {
+    "hal": "the HAL module",
+    "hal_inline": "the inline HAL module",
+    "hal_loader": "the HAL loader module",
+    "io_parameters": "the parameters module (it works on HAL buffers)",
+}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--module", action="append", default=[], metavar="FILE",
+                        help="a .vmfb to register, in order (repeatable; `-` reads stdin); "
+                             "the last one holds --function")
+    parser.add_argument("--function", default="", metavar="NAME",
+                        help="export to run: NAME in the last module or MODULE.NAME")
+    parser.add_argument("--input", action="append", default=[], metavar="VALUE",
+                        help="an argument, parsed by the function's signature (repeatable)")
+    parser.add_argument("--output", action="append", default=[], metavar="SPEC",
+                        help="per result: `-` print, `` ignore, `@f.npy`/`+f.npy`/`@f.bin`/"
+                             "`+f.bin` write or append")
+    parser.add_argument("--expected_output", action="append", default=[], metavar="VALUE",
+                        help="compare results against these values (`(ignored)` skips one)")
+    ignored = parser.add_argument_group("accepted for iree-run-module compatibility (no "
+                                        "effect on scalar functions)")
+    ignored.add_argument("--device", action="append", default=[], metavar="URI")
+    ignored.add_argument("--output_max_element_count", "--print_max_element_count",
+                         dest="max_element_count", type=int, default=1024, metavar="N")
+    ignored.add_argument("--print_statistics", nargs="?", const="true", default="false",
+                         metavar="BOOL")
+    ignored.add_argument("--module_mode", default="preload", choices=("preload", "mmap"))
+    ignored.add_argument("--parameters", action="append", default=[], metavar="SCOPE=FILE")
+
+
+# ---------------------------------------------------------------------------
+# Modules and the function
+# ---------------------------------------------------------------------------
+def _load(spec: str):
+    if spec == "-":
+        path, data = "<stdin>", sys.stdin.buffer.read()
+    else:
+        # iree-run-module reads `path@export?params` (for shared libraries);
+        # a bytecode module takes the path before '@'.
+        path = spec
+        if "@" in spec and not os.path.exists(spec):
+            path = spec.split("@", 1)[0]
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError as error:
+            raise VmrtError(f"failed to open file '{path}': {error.strerror or error}",
+                            StatusCode.NOT_FOUND).annotate(
+                f"loading bytecode module at '{path}'") from None
+    try:
+        return load_module(data), path
+    except VmrtError as error:
+        raise error.annotate(f"loading bytecode module at '{path}'")
+
+
+def native_modules_for(modules, paths) -> list:
+    """Native modules to register ahead of `modules`, from what they import.
+
+    A required import of a native module vmrt does not have yet (the HAL) is
+    an UNIMPLEMENTED error naming the module file.
+    """
+    provided: set[str] = set()
+    user_names = {m.name for m in modules}
+    natives = []
+    for module, path in zip(modules, paths):
+        wanted = [(d.name, d.optional) for d in module.dependencies()]
+        wanted += [(i.module_name, i.optional) for i in module.imports()]
+        for name, optional in wanted:
+            if name in provided or name in user_names:
+                continue
+            if name in NATIVE_MODULES:
+                python_module, class_name = NATIVE_MODULES[name]
+                natives.append(getattr(importlib.import_module(python_module), class_name)())
+                provided.add(name)
+            elif name in _PENDING_NATIVE_MODULES and not optional:
+                raise fio.UnsupportedError(
+                    f"module '{module.name}' ({path}) needs {_PENDING_NATIVE_MODULES[name]} "
+                    f"'{name}', which vmrt does not provide yet: functions on tensors "
+                    "(!hal.buffer_view) are unsupported until the HAL lands")
+        provided.add(module.name)
+    return natives
+
+
+def resolve_function(context: Context, main, name: str) -> Function:
+    """The export `name` of the main (last) module, or `module.name`, or the
+    only non-internal export when `name` is empty (as iree-run-module)."""
+    if not name:
+        candidates = [n for n in main.export_names() if not n.startswith("__") and "$" not in n]
+        if not candidates:
+            raise VmrtError("no exported functions found in module; at least one must be "
+                            "present", StatusCode.INVALID_ARGUMENT)
+        if len(candidates) > 1:
+            raise VmrtError("more than one exported function present; --function= must be "
+                            "specified explicitly", StatusCode.INVALID_ARGUMENT)
+        return _function(context, main.name, candidates[0])
+    if name in main.export_names():
+        return _function(context, main.name, name)
+    module_name, dot, export = name.partition(".")
+    if dot:
+        for instance in context.instances:
+            if instance.module.name == module_name and export in instance.module.export_names():
+                return _function(context, module_name, export)
+    raise VmrtError(f"no function `{name}` exported by module '{main.name}'",
+                    StatusCode.NOT_FOUND).annotate(f"looking up function '{name}'")
+
+
+def _function(context: Context, module_name: str, export: str) -> Function:
+    if "." not in export:
+        return context.function(f"{module_name}.{export}")
+    # Context.function splits at the last '.'; an export name may contain dots.
+    instance = context.module(module_name)
+    fn = instance.lookup(export)
+    if fn is None:
+        raise VmrtError(f"module '{module_name}' has no export '{export}'", StatusCode.NOT_FOUND)
+    return Function(context, instance, export, instance.module.export_cconv(export) or "", fn)
+
+
+# ---------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------
+def _result_list(result, kinds: list[str]) -> list:
+    if not kinds:
+        return []
+    if len(kinds) == 1:
+        return [result]
+    return list(result)
+
+
+def print_results(results: list, kinds: list[str], out) -> None:
+    for index, (kind, value) in enumerate(zip(kinds, results)):
+        out.write(f"result[{index}]: {fio.format_value(kind, value)}\n")
+
+
+def write_outputs(results: list, kinds: list[str], specs: list[str], out) -> None:
+    if len(specs) != len(results):
+        raise VmrtError(f"{len(specs)} outputs specified but the provided variant list only "
+                        f"has {len(results)} elements", StatusCode.OUT_OF_RANGE)
+    for kind, value, spec in zip(kinds, results, specs):
+        if spec == "":
+            continue
+        if spec == "-":
+            out.write(fio.format_value(kind, value) + "\n")
+            continue
+        if spec[0] not in "@+":
+            raise VmrtError(f"unsupported output mode specification '{spec}'",
+                            StatusCode.UNIMPLEMENTED)
+        path = spec[1:]
+        descr, shape, data = fio.output_payload(kind, value)
+        payload = fio.npy_bytes(descr, shape, data) if path.endswith(".npy") else data
+        try:
+            with open(path, "wb" if spec[0] == "@" else "ab") as file:
+                file.write(payload)
+        except OSError as error:
+            raise VmrtError(f"unable to open file `{path}`: {error.strerror or error}",
+                            StatusCode.UNKNOWN) from None
+
+
+def _same(kind: str, expected, actual) -> bool:
+    if kind == "r":
+        return expected is None and actual is None
+    if kind in "fF" and math.isnan(expected) and math.isnan(actual):
+        return True
+    return expected == actual
+
+
+def _shown(kind: str, value) -> str:
+    return fio.format_g(value, upper=True) if kind in "fF" else str(value)
+
+
+def check_expected(results: list, kinds: list[str], fragment: str, specs: list[str],
+                   out) -> bool:
+    """--expected_output: prints [FAILED] lines per mismatch or one [SUCCESS] line.
+
+    (iree-run-module 3.13.0 reports every scalar as "variant types mismatch;
+    expected i32 but got i32": its comparison.cc tests the types inverted.
+    vmrt compares the values, with upstream's message formats.)
+    """
+    try:
+        expected = fio.parse_values(fragment, specs, expected=True)
+    except VmrtError as error:
+        raise error.annotate("parsing expected function outputs")
+    lines = []
+    if len(expected) != len(results):
+        lines.append(f"[FAILED] expected {len(expected)} list elements but {len(results)} "
+                     "provided")
+    else:
+        for index, (kind, want, got) in enumerate(zip(kinds, expected, results)):
+            if want is fio.IGNORED or _same(kind, want, got):
+                continue
+            if kind == "r":
+                lines.append(f"[FAILED] result[{index}]: variant types mismatch; expected "
+                             f"(null) but got {fio.ref_type_name(got)}")
+                continue
+            type_name = fio.TYPE_NAMES[kind]
+            lines.append(f"[FAILED] result[{index}]: {type_name} values differ\n"
+                         f"  expected: {_shown(kind, want)}\n  actual: {_shown(kind, got)}")
+    if not lines:
+        lines.append("[SUCCESS] all function outputs matched their expected values.")
+    out.write("".join(line + "\n" for line in lines))
+    return not lines[0].startswith("[FAILED]")
+
+
+# ---------------------------------------------------------------------------
+# The subcommand
+# ---------------------------------------------------------------------------
+def run(args) -> int:
+    if not args.module:
+        raise VmrtError("no user module specified; use --module=file.vmfb to load from a "
+                        "file or --module=- to load from stdin", StatusCode.INVALID_ARGUMENT)
+    loaded = [_load(spec) for spec in args.module]
+    modules = [module for module, _ in loaded]
+    natives = native_modules_for(modules, [path for _, path in loaded])
+    out = sys.stdout
+    with Context(Instance(), natives + modules) as context:
+        function = resolve_function(context, modules[-1], args.function)
+        kinds = fio.result_kinds(function.results)
+        try:
+            values = fio.parse_values(function.arguments, args.input)
+        except VmrtError as error:
+            raise error.annotate("parsing function inputs")
+        out.write(f"EXEC @{function.name}\n")
+        out.flush()
+        try:
+            expected_count = len(fio.result_kinds(function.arguments))
+            if len(values) != expected_count:
+                raise VMError(f"input list and function mismatch; expected {expected_count} "
+                              f"arguments but passed {len(values)}", StatusCode.INVALID_ARGUMENT)
+            results = _result_list(function(*values), kinds)
+        except VmrtError as error:
+            raise error.annotate(f"invoking function '{function.name}'")
+        try:
+            if args.expected_output:
+                matched = check_expected(results, kinds, function.results,
+                                         args.expected_output, out)
+                return 0 if matched else 1
+            if args.output:
+                try:
+                    write_outputs(results, kinds, args.output, out)
+                except VmrtError as error:
+                    raise error.annotate("outputting results")
+            else:
+                print_results(results, kinds, out)
+        except VmrtError as error:
+            raise error.annotate("processing function outputs")
+        finally:
+            out.flush()
+    return 0
