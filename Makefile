@@ -1,7 +1,6 @@
 # vmrt: developer entry points. `make run` and `make test` each set up a fresh machine.
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
-EXAMPLE ?= examples/mlp.vmfb
 
 .PHONY: install install-test run test bench corpus example isa clean
 
@@ -11,10 +10,11 @@ install:
 install-test:
 	$(PIP) install -q -e '.[test]'
 
-# The main job: install, then load, verify and describe the bundled example.
-# (Running it needs the interpreter and the HAL module, which come next.)
+# The main job: install, then run the bundled model (a two-layer perceptron compiled
+# by iree-compile for VMVX) end to end, and the bundled scalar program.
 run: install
-	vmrt dump $(EXAMPLE)
+	vmrt run --module=examples/mlp.vmfb --function=predict --input="1x4xf32=1 0.5 -0.5 2"
+	vmrt run --module=examples/scalar.vmfb --function=demo --input=48 --input=18 --input=27 --input=2.0
 
 # Install with the test extras (including the IREE reference packages) and run
 # every test, once with the C helpers and once forcing their Python twins.
@@ -31,8 +31,8 @@ bench: install-test
 	$(PYTHON) benchmarks/io_bench.py
 
 # Regenerates the bundled example from its MLIR (needs iree-base-compiler).
-example: examples/mlp.vmfb
-examples/mlp.vmfb: examples/mlp.mlir
+example: examples/mlp.vmfb examples/scalar.vmfb
+examples/%.vmfb: examples/%.mlir
 	iree-compile --iree-hal-target-device=local \
 	  --iree-hal-local-target-device-backends=vmvx $< -o $@
 

@@ -38,7 +38,6 @@ NATIVE_MODULES = {
 
 #: Native modules of IREE's runtime that vmrt does not provide yet.
 _PENDING_NATIVE_MODULES = {
-    "hal": "the HAL module",
     "hal_inline": "the inline HAL module",
     "hal_loader": "the HAL loader module",
     "io_parameters": "the parameters module (it works on HAL buffers)",
@@ -94,7 +93,7 @@ def _load(spec: str):
         raise error.annotate(f"loading bytecode module at '{path}'")
 
 
-def native_modules_for(modules, paths) -> list:
+def native_modules_for(modules, paths, device: str = "local-sync") -> list:
     """Native modules to register ahead of `modules`, from what they import.
 
     A required import of a native module vmrt does not have yet (the HAL) is
@@ -109,7 +108,12 @@ def native_modules_for(modules, paths) -> list:
         for name, optional in wanted:
             if name in provided or name in user_names:
                 continue
-            if name in NATIVE_MODULES:
+            if name == "hal":
+                # Buffer views stay buffer views: run parses and prints them itself.
+                from vmrt.modules.hal import HalModule
+                natives.append(HalModule(device=device, host_arrays=False))
+                provided.add(name)
+            elif name in NATIVE_MODULES:
                 python_module, class_name = NATIVE_MODULES[name]
                 natives.append(getattr(importlib.import_module(python_module), class_name)())
                 provided.add(name)
@@ -167,9 +171,33 @@ def _result_list(result, kinds: list[str]) -> list:
     return list(result)
 
 
-def print_results(results: list, kinds: list[str], out) -> None:
+def print_results(results: list, kinds: list[str], out, max_element_count: int = 1024) -> None:
     for index, (kind, value) in enumerate(zip(kinds, results)):
-        out.write(f"result[{index}]: {fio.format_value(kind, value)}\n")
+        if kind == "r" and value is not None:
+            from vmrt.hal.buffer_view_io import format_result
+            out.write(format_result(index, value, max_element_count) + "\n")
+        else:
+            out.write(f"result[{index}]: {fio.format_value(kind, value)}\n")
+
+
+def parse_inputs(fragment: str, specs, hal, streams) -> list:
+    """Arguments from --input values: scalars as iree-run-module parses them, and for
+    ref arguments buffer views (`2x3xf32=1 2 3 4 5 6`, splats, `@f.npy`, ...)."""
+    if "r" not in fragment or hal is None or "C" in fragment:
+        return fio.parse_values(fragment, specs)
+    from vmrt.hal.buffer_view_io import parse_tensor_input
+    kinds = [c for c in fragment if c != "v"]
+    values: list = []
+    for spec in specs:
+        kind = kinds[len(values)] if len(values) < len(kinds) else "r"
+        if kind == "r":
+            try:
+                values.extend(parse_tensor_input(spec, hal.devices[0], streams))
+            except VmrtError as error:
+                raise error.annotate(f"parsing input `{spec.strip()}`")
+        else:
+            values.extend(fio.parse_values(kind, [spec]))
+    return values
 
 
 def write_outputs(results: list, kinds: list[str], specs: list[str], out) -> None:
@@ -250,13 +278,19 @@ def run(args) -> int:
                         "file or --module=- to load from stdin", StatusCode.INVALID_ARGUMENT)
     loaded = [_load(spec) for spec in args.module]
     modules = [module for module, _ in loaded]
-    natives = native_modules_for(modules, [path for _, path in loaded])
+    device = args.device[-1] if args.device else "local-sync"
+    if device not in ("local-sync", "local-task"):
+        raise VmrtError(f"device '{device}' is not available (vmrt has local-sync and "
+                        "local-task)", StatusCode.NOT_FOUND)
+    natives = native_modules_for(modules, [path for _, path in loaded], device)
+    hal = next((n for n in natives if n.name == "hal"), None)
     out = sys.stdout
-    with Context(Instance(), natives + modules) as context:
+    from vmrt.hal.buffer_view_io import InputStreams
+    with Context(Instance(), natives + modules) as context, InputStreams() as streams:
         function = resolve_function(context, modules[-1], args.function)
         kinds = fio.result_kinds(function.results)
         try:
-            values = fio.parse_values(function.arguments, args.input)
+            values = parse_inputs(function.arguments, args.input, hal, streams)
         except VmrtError as error:
             raise error.annotate("parsing function inputs")
         out.write(f"EXEC @{function.name}\n")
@@ -280,7 +314,7 @@ def run(args) -> int:
                 except VmrtError as error:
                     raise error.annotate("outputting results")
             else:
-                print_results(results, kinds, out)
+                print_results(results, kinds, out, args.max_element_count)
         except VmrtError as error:
             raise error.annotate("processing function outputs")
         finally:
