@@ -44,3 +44,25 @@ def test_bad_tensor_inputs_are_one_line_errors(capsys, corpus):
         assert code == 1
         assert captured.err.startswith("vmrt: error: ")
         assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_npy_input_and_output_match_iree_run_module(tmp_path, capsys):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import numpy as np
+
+    mlp = Path(__file__).resolve().parents[2] / "examples" / "mlp.vmfb"
+    np.save(tmp_path / "in.npy", np.array([[1, 0.5, -0.5, 2]], dtype=np.float32))
+    ours = tmp_path / "ours.npy"
+    assert main(["run", f"--module={mlp}", "--function=predict",
+                 f"--input=@{tmp_path / 'in.npy'}", f"--output=@{ours}"]) == 0
+    capsys.readouterr()
+    if shutil.which("iree-run-module") is None:
+        pytest.skip("iree-run-module not installed")
+    theirs = tmp_path / "theirs.npy"
+    subprocess.run(["iree-run-module", f"--module={mlp}", "--function=predict",
+                    f"--input=@{tmp_path / 'in.npy'}", f"--output=@{theirs}"],
+                   check=True, capture_output=True)
+    assert ours.read_bytes() == theirs.read_bytes()

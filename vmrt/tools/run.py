@@ -207,15 +207,34 @@ def write_outputs(results: list, kinds: list[str], specs: list[str], out) -> Non
     for kind, value, spec in zip(kinds, results, specs):
         if spec == "":
             continue
+        tensor = kind == "r" and value is not None
         if spec == "-":
-            out.write(fio.format_value(kind, value) + "\n")
+            if tensor:
+                from vmrt.hal.buffer_view_io import format_buffer_view
+                out.write(format_buffer_view(value) + "\n")
+            else:
+                out.write(fio.format_value(kind, value) + "\n")
             continue
         if spec[0] not in "@+":
             raise VmrtError(f"unsupported output mode specification '{spec}'",
                             StatusCode.UNIMPLEMENTED)
         path = spec[1:]
-        descr, shape, data = fio.output_payload(kind, value)
-        payload = fio.npy_bytes(descr, shape, data) if path.endswith(".npy") else data
+        if tensor:
+            import io
+
+            import numpy as np
+
+            from vmrt.hal.buffer_view_io import buffer_view_to_numpy
+            array = buffer_view_to_numpy(value)
+            if path.endswith(".npy"):
+                buffer = io.BytesIO()
+                np.save(buffer, array, allow_pickle=False)
+                payload = buffer.getvalue()
+            else:
+                payload = array.tobytes()
+        else:
+            descr, shape, data = fio.output_payload(kind, value)
+            payload = fio.npy_bytes(descr, shape, data) if path.endswith(".npy") else data
         try:
             with open(path, "wb" if spec[0] == "@" else "ab") as file:
                 file.write(payload)
