@@ -173,7 +173,7 @@ def _result_list(result, kinds: list[str]) -> list:
 
 def print_results(results: list, kinds: list[str], out, max_element_count: int = 1024) -> None:
     for index, (kind, value) in enumerate(zip(kinds, results)):
-        if kind == "r" and value is not None:
+        if kind == "r" and _is_buffer_view(value):
             from vmrt.hal.buffer_view_io import format_result
             out.write(format_result(index, value, max_element_count) + "\n")
         else:
@@ -200,6 +200,11 @@ def parse_inputs(fragment: str, specs, hal, streams) -> list:
     return values
 
 
+def _is_buffer_view(value) -> bool:
+    from vmrt.hal.buffer_view import BufferView
+    return isinstance(value, BufferView)
+
+
 def write_outputs(results: list, kinds: list[str], specs: list[str], out) -> None:
     if len(specs) != len(results):
         raise VmrtError(f"{len(specs)} outputs specified but the provided variant list only "
@@ -207,7 +212,7 @@ def write_outputs(results: list, kinds: list[str], specs: list[str], out) -> Non
     for kind, value, spec in zip(kinds, results, specs):
         if spec == "":
             continue
-        tensor = kind == "r" and value is not None
+        tensor = kind == "r" and _is_buffer_view(value)
         if spec == "-":
             if tensor:
                 from vmrt.hal.buffer_view_io import format_buffer_view
