@@ -15,12 +15,12 @@ from vmrt.errors import VmrtError
 
 # subcommand -> module under vmrt.tools defining add_arguments(parser) and run(args).
 SUBCOMMANDS = {
-    "dump": "vmrt.tools.dump",
-    "test": "vmrt.tools.test",
-    "run": "vmrt.tools.run",
-    "disasm": "vmrt.tools.disasm",
     "asm": "vmrt.tools.asm",
+    "disasm": "vmrt.tools.disasm",
+    "dump": "vmrt.tools.dump",
     "params": "vmrt.tools.params",
+    "run": "vmrt.tools.run",
+    "test": "vmrt.tools.test",
     "stream": "vmrt.tools.stream",
 }
 
