@@ -29,13 +29,10 @@ needs_assembler = pytest.mark.skipif(shutil.which("iree-as-module") is None,
                                      reason="iree-as-module is not installed")
 
 # Corpus invocations vmrt gets wrong because of interpreter bugs (vmrt/vm/*),
-# keyed "module:line" of the sidecar; reported to the lead, not fixed here.
-# Not strict: a fix to vmrt/vm/numerics.py is under way in parallel; drop the
-# entry once it is in.
-KNOWN_INTERPRETER_BUGS = {
-    "float32_ops:4": "vm.rem.f32(1, 0) gives +nan; the reference gives -nan (x86's default "
-                     "NaN): vmrt.vm.numerics.c_remainder returned a positive NaN constant",
-}
+# keyed "module:line" of the sidecar -> reason; they run as strict xfails.
+# (Empty: the one found, float32_ops:4 -- vm.rem.f32(1, 0) printed nan where the
+# reference prints -nan -- is fixed in vmrt.vm.numerics.c_remainder.)
+KNOWN_INTERPRETER_BUGS: dict[str, str] = {}
 
 _MODULES = discover(REPO / "build" / "corpus")
 
@@ -53,7 +50,7 @@ def _params():
         key = f"{name}:{line}"
         marks = []
         if key in KNOWN_INTERPRETER_BUGS:
-            marks.append(pytest.mark.xfail(reason=KNOWN_INTERPRETER_BUGS[key], strict=False))
+            marks.append(pytest.mark.xfail(reason=KNOWN_INTERPRETER_BUGS[key], strict=True))
         yield pytest.param(name, line, id=f"{key}:{function}", marks=marks)
 
 
