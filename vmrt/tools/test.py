@@ -14,6 +14,7 @@ import sys
 
 from vmrt.errors import VmrtError
 from vmrt.vm.context import Context, Instance
+from vmrt.tools.run import native_modules_for
 from vmrt.vm.module import load_module
 
 
@@ -22,15 +23,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--module", dest="deps", action="append", default=[],
                         metavar="DEP", help="a module to register first (repeatable)")
     parser.add_argument("--verbose", "-v", action="store_true", help="print passing tests too")
-
-
-def _native_modules_for(module) -> list:
-    wanted = {decl.module_name for decl in module.imports()}
-    natives = []
-    if "yieldable_test" in wanted:
-        from vmrt.modules.yieldable_test import YieldableTestModule
-        natives.append(YieldableTestModule())
-    return natives
 
 
 def run(args) -> int:
@@ -42,7 +34,9 @@ def run(args) -> int:
     for name in names:
         expect_failure = name.startswith("fail_")
         try:
-            with Context(instance, _native_modules_for(module) + deps + [module]) as context:
+            # Fresh native modules per test too: each test starts from clean state.
+            natives = native_modules_for(deps + [module], args.deps + [args.module])
+            with Context(instance, natives + deps + [module]) as context:
                 context.function(f"{module.name}.{name}")()
             error = None
         except VmrtError as caught:
