@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from vmrt.isa.decoder import Decoded
 from vmrt.isa.operands import OperandKind
@@ -97,7 +98,27 @@ class FunctionPlan:
     blocks: list[tuple[int, list[Decoded]]]  # (block pc, instructions after the marker)
     is_generator: bool
     call_target: object = None  # callable (ordinal_or_import_bit) -> CallTarget
-    checkpoints: bool = False  # emit a fuel/cancellation check at each block entry
+    options: "CodegenOptions" = None  # what to weave into the code besides the semantics
+
+    def __post_init__(self):
+        if self.options is None:
+            self.options = CodegenOptions()
+
+    @property
+    def checkpoints(self) -> bool:
+        return self.options.checkpoints
+
+
+class CodegenOptions(NamedTuple):
+    """Variants of the generated code; a context compiles each function once per variant.
+
+    `checkpoints`: a CHECKPOINT(n) call at each block entry (limits: fuel,
+    deadline, cancellation). `instrumented`: per-instruction hooks (tracing,
+    profiling, debugging); plain code pays nothing for either.
+    """
+
+    checkpoints: bool = False
+    instrumented: bool = False
 
 
 @dataclass

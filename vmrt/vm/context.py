@@ -13,6 +13,7 @@ from vmrt.errors import StatusCode, VMError, VmrtError
 from vmrt.isa.decoder import decode_at
 from vmrt.vm import cconv as cconv_mod
 from vmrt.vm.buffer import VMBuffer
+from vmrt.vm.codegen import CodegenOptions
 from vmrt.vm.list import VMList
 from vmrt.vm.module import BytecodeModuleInstance, Module
 from vmrt.vm.numerics import f32
@@ -51,7 +52,7 @@ class Context:
         self.instance = instance or Instance()
         self.trace_hook = trace_hook or (lambda name, values: None)
         self.print_hook = print_hook or _default_print
-        self.checkpoints = checkpoints
+        self.codegen_options = CodegenOptions(checkpoints=checkpoints)
         self.instances: list = []
         self._by_name: dict[str, object] = {}
         self._closed = False

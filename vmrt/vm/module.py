@@ -196,16 +196,16 @@ class BytecodeModule(Module):
                                   is_generator=callee in self.generators,
                                   name=self.function_name(callee))
 
-    def compiled(self, ordinal: int, checkpoints: bool = False):
-        """(code object, line -> pc map) of a function, compiling it on first use."""
-        key = (ordinal, checkpoints)
+    def compiled(self, ordinal: int, options: codegen.CodegenOptions = codegen.CodegenOptions()):
+        """(code object, line -> pc map, source) of a function, compiling it on first use."""
+        key = (ordinal, options)
         entry = self._code.get(key)
         if entry is None:
-            entry = self._compile(ordinal, checkpoints)
+            entry = self._compile(ordinal, options)
             self._code[key] = entry
         return entry
 
-    def _compile(self, ordinal: int, checkpoints: bool):
+    def _compile(self, ordinal: int, options: codegen.CodegenOptions):
         descriptor = self.definition.function_descriptors[ordinal]
         start = descriptor.bytecode_offset
         blocks: list[tuple[int, list]] = []
@@ -220,7 +220,7 @@ class BytecodeModule(Module):
             ordinal=ordinal, name=self.function_name(ordinal),
             arguments=verified.arguments, results=verified.results, blocks=blocks,
             is_generator=ordinal in self.generators, call_target=self.call_target,
-            checkpoints=checkpoints)
+            options=options)
         generated = codegen.FunctionGenerator(plan).generate()
         filename = f"<vmrt {self.name}.{plan.name}>"
         module_code = compile(generated.source, filename, "exec")
@@ -349,7 +349,7 @@ class BytecodeModuleInstance(ModuleInstance):
         fn = self.namespace.get(f"F{ordinal}")
         if fn is not None and not getattr(fn, "vmrt_stub", False):
             return fn
-        code, _, _ = self.module.compiled(ordinal, self.context.checkpoints)
+        code, _, _ = self.module.compiled(ordinal, self.context.codegen_options)
         fn = types.FunctionType(code, self.namespace, code.co_name)
         self.namespace[f"F{ordinal}"] = fn
         self._code_ids[id(code)] = ordinal
@@ -390,7 +390,7 @@ class BytecodeModuleInstance(ModuleInstance):
         return f"{self.module.name}.{self.module.function_name(ordinal)}", ordinal
 
     def pc_for_line(self, ordinal: int, line: int) -> int | None:
-        _, line_pcs, _ = self.module.compiled(ordinal, self.context.checkpoints)
+        _, line_pcs, _ = self.module.compiled(ordinal, self.context.codegen_options)
         if 1 <= line <= len(line_pcs):
             return line_pcs[line - 1]
         return None
