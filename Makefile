@@ -29,6 +29,7 @@ bench: install-test
 	$(PYTHON) benchmarks/asm_bench.py
 	$(PYTHON) benchmarks/hal_bench.py
 	$(PYTHON) benchmarks/io_bench.py
+	$(PYTHON) benchmarks/params_bench.py
 
 # Regenerates the bundled example from its MLIR (needs iree-base-compiler).
 example: examples/mlp.vmfb examples/scalar.vmfb

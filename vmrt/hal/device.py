@@ -53,8 +53,9 @@ class Device(RefObject):
         self.identifier = identifier
         self.allocator = allocator or HeapAllocator()
         if loaders is None:
+            from vmrt.hal.python_loader import PythonLoader
             from vmrt.hal.vmvx_loader import VmvxLoader
-            loaders = [VmvxLoader()]
+            loaders = [VmvxLoader(), PythonLoader()]
         self.loaders: list[ExecutableLoader] = list(loaders)
 
     def __repr__(self) -> str:
@@ -165,6 +166,12 @@ class Device(RefObject):
 
     def queue_barrier(self, queue_affinity: int, wait, signal, flags: int = 0) -> None:
         self._submit(wait, signal, None)
+
+    def queue_host_call(self, queue_affinity: int, wait, signal, work) -> None:
+        """Runs `work()` on the host as a queue operation: after `wait`, before
+        `signal` (failed with the error `work` raises). Native modules move bytes
+        this way (io_parameters reads and writes parameter files)."""
+        self._submit(wait, signal, work)
 
     def queue_flush(self, queue_affinity: int = -1) -> None:
         pass

@@ -132,7 +132,9 @@ class VmvxExecutable(Executable):
         constants = VMBuffer(state.constants, mutable=False, origin=ACCESS_ORIGIN_HOST)
         bindings = VMList(_BUFFER_TYPE, len(state.bindings))
         for view in state.bindings:
-            bindings.push_ref(VMBuffer(view, mutable=True, origin=ACCESS_ORIGIN_HOST))
+            # Read-only memory (a parameter imported from a mapped file) stays read-only.
+            bindings.push_ref(VMBuffer(view, mutable=not view.readonly,
+                                       origin=ACCESS_ORIGIN_HOST))
         return _Prepared(state.function, info.name, constants, bindings,
                          state.workgroup_size, state.workgroup_count, info.local_memory_size)
 

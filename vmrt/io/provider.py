@@ -12,6 +12,12 @@ Write your own by subclassing `ParameterProvider` and overriding
 comes for free. `IndexProvider` serves one scope from a `ParameterIndex`,
 and `ProviderSet` routes each scope to the first provider supporting it, as
 the io_parameters module does.
+
+Every operation goes through one path: `plan_gather`, `plan_scatter` and
+`plan_load` check all spans and return a `vmrt.io.transfer.TransferPlan`
+that the caller runs (the io_parameters module runs its batches on a device
+queue); `gather`, `scatter` and `load` are those plans run at once. A user
+provider's plans call its own `gather`/`scatter`.
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ import enum
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from vmrt.errors import StatusCode, VmrtError
-from vmrt.io import spans as span_io
-from vmrt.io.file import byte_view
+from vmrt.io.file import FileMode, byte_view
 from vmrt.io.index import ParameterIndex, as_key, check_span
+from vmrt.io.transfer import READ, WRITE, Move, TransferPlan, check_disjoint_writes
 
 
 def as_scope(scope) -> str:
@@ -61,13 +67,6 @@ def as_span(span) -> ParameterSpan:
     return ParameterSpan(as_key(key), parameter_offset, buffer_offset, length)
 
 
-def _check_buffer_range(what: str, view: memoryview, offset: int, length: int, key) -> None:
-    if offset + length > view.nbytes:
-        raise VmrtError(f"{what} range [{offset}, {offset + length}) for parameter `{key}` "
-                        f"out of bounds of the {view.nbytes}-byte buffer",
-                        StatusCode.OUT_OF_RANGE)
-
-
 class ParameterProvider:
     """Base class of providers; subclasses override what they support."""
 
@@ -103,6 +102,38 @@ class ParameterProvider:
                                                       span.length)])
         return buffers
 
+    def plan_gather(self, scope: str, spans: Iterable, target_size: int) -> TransferPlan:
+        """The checked work of a gather into a `target_size`-byte buffer (slot 0)."""
+        spans = [as_span(span) for span in spans]
+        _check_buffer_ranges("gather target", spans, target_size)
+        return TransferPlan.host_call(
+            READ, lambda views: self.gather(scope, views[0], spans),
+            sum(span.length for span in spans))
+
+    def plan_scatter(self, scope: str, spans: Iterable, source_size: int) -> TransferPlan:
+        """The checked work of a scatter from a `source_size`-byte buffer (slot 0)."""
+        spans = [as_span(span) for span in spans]
+        _check_buffer_ranges("scatter source", spans, source_size)
+        return TransferPlan.host_call(
+            WRITE, lambda views: self.scatter(scope, views[0], spans),
+            sum(span.length for span in spans))
+
+    def plan_load(self, scope: str, spans: Iterable, *,
+                  views: bool = True) -> tuple[list, TransferPlan]:
+        """(zero-copy views, plan) of a load: per span a read-only memoryview of its
+        bytes when the provider can lend one (and `views`), else None; the plan
+        fills a span.length-byte buffer in slot i for every span i given None."""
+        spans = [as_span(span) for span in spans]
+        _check_load_spans(spans)
+
+        def run(buffers):
+            for span, buffer in zip(spans, buffers):
+                if buffer is not None:
+                    self.gather(scope, buffer, [(span.key, span.parameter_offset, 0,
+                                                 span.length)])
+        return [None] * len(spans), TransferPlan.host_call(
+            READ, run, sum(span.length for span in spans))
+
     def read(self, scope: str, key, parameter_offset: int, target, target_offset: int = 0,
              length: int | None = None) -> None:
         """Gathers one span (iree_io_parameter_provider_read)."""
@@ -119,6 +150,14 @@ class ParameterProvider:
         self.scatter(scope, source, [(key, parameter_offset, source_offset, length)])
 
 
+def _check_buffer_ranges(what: str, spans: Sequence[ParameterSpan], size: int) -> None:
+    for span in spans:
+        if span.buffer_offset + span.length > size:
+            raise VmrtError(f"{what} range [{span.buffer_offset}, "
+                            f"{span.buffer_offset + span.length}) for parameter `{span.key}` "
+                            f"out of bounds of the {size}-byte buffer", StatusCode.OUT_OF_RANGE)
+
+
 def _check_load_spans(spans: Sequence[ParameterSpan]) -> None:
     for span in spans:
         if span.buffer_offset:
@@ -131,13 +170,16 @@ class IndexProvider(ParameterProvider):
     """Serves the parameters of one index under one scope name.
 
     Every operation resolves and checks all its spans (key, range, access,
-    buffer bounds) before moving any byte, so a failing call leaves the target
-    buffer or the files untouched.
+    buffer bounds, and for scatters overlapping targets) before moving any
+    byte, so a failing call leaves the target buffer or the files untouched.
+    Scatters write only inside each entry's storage; with `flush` they sync
+    the files to disk when done.
     """
 
-    def __init__(self, scope: str, index: ParameterIndex):
+    def __init__(self, scope: str, index: ParameterIndex, *, flush: bool = False):
         self.scope = as_scope(scope)
         self.index = index
+        self.flush = flush
 
     def __repr__(self) -> str:
         return f"<IndexProvider scope={self.scope!r} {self.index!r}>"
@@ -155,54 +197,69 @@ class IndexProvider(ParameterProvider):
             raise VmrtError(f"provider for scope '{self.scope}' asked for scope "
                             f"'{as_scope(scope)}'", StatusCode.NOT_FOUND)
 
-    def _resolve(self, span, write: bool):
-        span = as_span(span)
-        entry = self.index.lookup(span.key)
-        if write:
-            if entry.is_splat:
-                raise VmrtError(
-                    f"parameter `{entry.key}` storage does not support the requested access "
-                    "type; parameter allows READ, operation requires WRITE",
-                    StatusCode.PERMISSION_DENIED)
-            if not entry.file.writable:
-                raise VmrtError(
-                    f"parameter `{entry.key}` storage does not support the requested access "
-                    "type; its file is read-only (load it with writable=True)",
-                    StatusCode.PERMISSION_DENIED)
-        elif entry.file is not None and not entry.file.readable:
-            raise VmrtError(f"parameter `{entry.key}` storage is not readable",
-                            StatusCode.PERMISSION_DENIED)
-        check_span(entry, span.parameter_offset, span.length)
-        return span, entry
+    def _moves(self, spans, write: bool, buffer_size: int | None, what: str) -> list[Move]:
+        """Resolves and checks every span; slot 0, or slot i for span i of a load."""
+        lookup = self.index.lookup
+        moves = []
+        for slot, span in enumerate(spans):
+            if type(span) is not ParameterSpan:
+                span = as_span(span)
+            key, parameter_offset, buffer_offset, length = span
+            entry = lookup(key)
+            _check_access(entry, write)
+            if parameter_offset + length > entry.length:
+                check_span(entry, parameter_offset, length)
+            if buffer_size is None:  # a load: one new buffer per span
+                if buffer_offset:
+                    _check_load_spans([span])
+            else:
+                slot = 0
+                if buffer_offset + length > buffer_size:
+                    raise VmrtError(
+                        f"{what} range [{buffer_offset}, {buffer_offset + length}) for "
+                        f"parameter `{entry.key}` out of bounds of the {buffer_size}-byte "
+                        "buffer", StatusCode.OUT_OF_RANGE)
+            if entry.pattern is not None:
+                moves.append(Move(None, 0, slot, buffer_offset, length, entry.pattern,
+                                  parameter_offset))
+            else:
+                moves.append(Move(entry.file, entry.offset + parameter_offset, slot,
+                                  buffer_offset, length))
+        return moves
+
+    def plan_gather(self, scope, spans, target_size: int) -> TransferPlan:
+        self._check_scope(scope)
+        return TransferPlan(READ, self._moves(spans, False, target_size, "gather target"))
+
+    def plan_scatter(self, scope, spans, source_size: int) -> TransferPlan:
+        self._check_scope(scope)
+        moves = self._moves(spans, True, source_size, "scatter source")
+        check_disjoint_writes(moves)
+        return TransferPlan(WRITE, moves, flush=self.flush)
+
+    def plan_load(self, scope, spans, *, views: bool = True) -> tuple[list, TransferPlan]:
+        """File spans become zero-copy views of the file's mapping (when `views` and the
+        file is mapped or preloaded, not read with FILE mode); splats and the rest
+        are read into new buffers."""
+        self._check_scope(scope)
+        moves = self._moves(spans, False, None, "load")
+        lent: list = [None] * len(moves)
+        copies = []
+        for move in moves:
+            handle = move.handle
+            if views and handle is not None and handle.mode is not FileMode.FILE:
+                lent[move.slot] = handle.view(move.file_offset, move.length).toreadonly()
+            else:
+                copies.append(move)
+        return lent, TransferPlan(READ, copies)
 
     def gather(self, scope, target, spans) -> None:
-        self._check_scope(scope)
         view = byte_view(target, writable=True, what="gather target buffer")
-        reads, fills = [], []
-        for span in spans:
-            span, entry = self._resolve(span, write=False)
-            _check_buffer_range("gather target", view, span.buffer_offset, span.length,
-                                span.key)
-            if entry.is_splat:
-                fills.append((view, span.buffer_offset, span.length, entry.pattern,
-                              span.parameter_offset))
-            else:
-                reads.append((entry.file, entry.offset + span.parameter_offset, view,
-                              span.buffer_offset, span.length))
-        span_io.fill_spans(fills)
-        span_io.read_file_spans(reads)
+        self.plan_gather(scope, spans, view.nbytes).run([view])
 
     def scatter(self, scope, source, spans) -> None:
-        self._check_scope(scope)
         view = byte_view(source, what="scatter source buffer")
-        writes = []
-        for span in spans:
-            span, entry = self._resolve(span, write=True)
-            _check_buffer_range("scatter source", view, span.buffer_offset, span.length,
-                                span.key)
-            writes.append((entry.file, entry.offset + span.parameter_offset, view,
-                           span.buffer_offset, span.length))
-        span_io.write_file_spans(writes)
+        self.plan_scatter(scope, spans, view.nbytes).run([view])
 
     def load(self, scope, spans, *, allocate=None, writable: bool = False) -> list:
         """One buffer per span; without `allocate`, file spans are zero-copy views.
@@ -210,22 +267,42 @@ class IndexProvider(ParameterProvider):
         Views over a mapped file are read-only unless `writable` (and the file
         is writable); splats are materialized into bytearrays.
         """
-        self._check_scope(scope)
-        resolved = [self._resolve(span, write=False) for span in spans]
-        _check_load_spans([span for span, _ in resolved])
-        if allocate is not None:
-            return super().load(scope, [span for span, _ in resolved], allocate=allocate)
-        buffers = []
-        for span, entry in resolved:
-            if entry.is_splat:
-                buffer = bytearray(span.length)
-                span_io.fill_spans([(memoryview(buffer), 0, span.length, entry.pattern,
-                                     span.parameter_offset)])
-                buffers.append(buffer)
-                continue
-            view = entry.file.view(entry.offset + span.parameter_offset, span.length)
-            buffers.append(view if writable and not view.readonly else view.toreadonly())
+        spans = [as_span(span) for span in spans]
+        lent, plan = self.plan_load(scope, spans, views=allocate is None)
+        make = allocate or bytearray
+        buffers = list(lent)
+        for move in plan.moves:
+            if buffers[move.slot] is None:
+                buffers[move.slot] = make(spans[move.slot].length)
+        for i, span in enumerate(spans):
+            if buffers[i] is None:  # empty spans have no moves
+                buffers[i] = make(span.length)
+            elif writable and lent[i] is not None:
+                entry = self.index.lookup(span.key)
+                if entry.file.writable:
+                    buffers[i] = entry.file.view(entry.offset + span.parameter_offset,
+                                                 span.length)
+        plan.run([None if lent[i] is not None else
+                  byte_view(buffer, writable=True, what="load buffer")
+                  for i, buffer in enumerate(buffers)])
         return buffers
+
+
+def _check_access(entry, write: bool) -> None:
+    if write:
+        if entry.pattern is not None:
+            raise VmrtError(
+                f"parameter `{entry.key}` storage does not support the requested access "
+                "type; parameter allows READ, operation requires WRITE",
+                StatusCode.PERMISSION_DENIED)
+        if not entry.file.writable:
+            raise VmrtError(
+                f"parameter `{entry.key}` storage does not support the requested access "
+                "type; its file is read-only (load it with writable=True)",
+                StatusCode.PERMISSION_DENIED)
+    elif entry.file is not None and not entry.file.readable:
+        raise VmrtError(f"parameter `{entry.key}` storage is not readable",
+                        StatusCode.PERMISSION_DENIED)
 
 
 class ProviderSet(ParameterProvider):
@@ -268,3 +345,12 @@ class ProviderSet(ParameterProvider):
 
     def load(self, scope, spans, **options) -> list:
         return self.resolve(scope).load(as_scope(scope), spans, **options)
+
+    def plan_gather(self, scope, spans, target_size: int) -> TransferPlan:
+        return self.resolve(scope).plan_gather(as_scope(scope), spans, target_size)
+
+    def plan_scatter(self, scope, spans, source_size: int) -> TransferPlan:
+        return self.resolve(scope).plan_scatter(as_scope(scope), spans, source_size)
+
+    def plan_load(self, scope, spans, **options) -> tuple[list, TransferPlan]:
+        return self.resolve(scope).plan_load(as_scope(scope), spans, **options)

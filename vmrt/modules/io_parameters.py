@@ -1,0 +1,214 @@
+"""The `io_parameters` native module (version 0): load, gather and scatter of named
+parameters into and out of HAL buffers, with the exports and calling conventions of
+IREE 3.13.0 (runtime/src/iree/modules/io/parameters/module.c).
+
+Providers (vmrt.io) resolve and check the spans and plan the byte moves; this module
+decodes the key table, key data and spans the compiler lays out, and runs each plan
+as one operation on the device queue: after the wait fence its batches run with
+bounded concurrency (`max_concurrency`), then the signal fence is signalled. Any
+failure fails the signal fence with the error (and, when it happens before the call
+returns, is raised as well).
+"""
+
+from __future__ import annotations
+
+from vmrt.errors import StatusCode, VmrtError
+from vmrt.hal.buffer import Buffer
+from vmrt.hal.device import Device, as_error
+from vmrt.hal.semaphore import Fence
+from vmrt.hal.types import WHOLE_BUFFER, BufferCompatibility, BufferUsage, MemoryAccess
+from vmrt.io import ParameterScopes, ProviderSet, ProviderSignal
+from vmrt.io.provider import ParameterProvider, ParameterSpan
+from vmrt.io.transfer import MAX_CONCURRENCY, TransferPlan, host_memory
+from vmrt.modules import hal as _hal_types  # noqa: F401  (registers !hal.* ref types)
+from vmrt.native import NativeModule, export
+from vmrt.vm.buffer import VMBuffer
+from vmrt.vm.list import VMList
+from vmrt.vm.ref import null_ref_error
+
+#: sizeof(iree_io_parameters_string_entry_t): u32 offset, u32 length into the key data.
+KEY_ENTRY_BYTES = 8
+#: sizeof(iree_io_parameters_span_entry_t): u64 parameter_offset, buffer_offset, length.
+SPAN_ENTRY_BYTES = 24
+
+_READ = int(MemoryAccess.READ)
+_WRITE = int(MemoryAccess.WRITE)
+_IMMUTABLE = int(BufferUsage.SHARING_IMMUTABLE)
+_IMPORTABLE = int(BufferCompatibility.IMPORTABLE)
+
+
+def as_provider_set(providers) -> ProviderSet:
+    """A ProviderSet from a ProviderSet, a ParameterScopes, one provider or an iterable."""
+    if isinstance(providers, ProviderSet):
+        return providers
+    if isinstance(providers, ParameterScopes):
+        return ProviderSet(providers.providers())
+    if isinstance(providers, ParameterProvider):
+        return ProviderSet([providers])
+    return ProviderSet(providers or ())
+
+
+def _deref(value, cls, what: str):
+    if isinstance(value, cls):
+        return value
+    raise null_ref_error(what, value)
+
+
+def _fence(value) -> Fence | None:
+    return value if isinstance(value, Fence) else None
+
+
+def _string(buffer) -> str:
+    """iree_vm_buffer_as_string (null is ""), kept byte-exact for non-UTF-8 keys."""
+    if buffer is None:
+        return ""
+    return bytes(_deref(buffer, VMBuffer, "buffer").view).decode("utf-8", "surrogateescape")
+
+
+def decode_spans(key_table: VMBuffer, key_data: VMBuffer,
+                 spans: VMBuffer) -> list[ParameterSpan]:
+    """The spans of one call: span i is key i of the table with 3 u64s of `spans`."""
+    if spans.length % SPAN_ENTRY_BYTES:
+        raise VmrtError("buffer span storage must be aligned to "
+                        "iree_io_parameters_span_entry_t", StatusCode.INVALID_ARGUMENT)
+    count = spans.length // SPAN_ENTRY_BYTES
+    if key_table.length < count * KEY_ENTRY_BYTES:
+        raise VmrtError("key string table must have enough data to service all defined "
+                        "spans", StatusCode.INVALID_ARGUMENT)
+    if not count:
+        return []
+    # Both layouts are little-endian host structs upstream reads in place; so do we.
+    table = key_table.view[:count * KEY_ENTRY_BYTES].cast("I")
+    values = spans.view.cast("Q")
+    data = bytes(key_data.view)
+    capacity = len(data)
+    decoded = []
+    for i in range(count):
+        offset, length = table[2 * i], table[2 * i + 1]
+        if offset > capacity:
+            raise VmrtError(
+                "attempted to access an address off the end of the valid buffer range "
+                f"(offset={offset}, length={length}, data_capacity={capacity})",
+                StatusCode.OUT_OF_RANGE)
+        if length and offset + length > capacity:
+            raise VmrtError(
+                "attempted to access an address outside of the valid buffer range "
+                f"(offset={offset}, length={length}, end(inc)={offset + length - 1}, "
+                f"data_capacity={capacity})", StatusCode.OUT_OF_RANGE)
+        key = data[offset:offset + length].decode("utf-8", "surrogateescape")
+        decoded.append(ParameterSpan(key, values[3 * i], values[3 * i + 1],
+                                     values[3 * i + 2]))
+    return decoded
+
+
+class IoParametersModule(NativeModule, name="io_parameters", version=0):
+    """io_parameters over `providers`: a ProviderSet, a ParameterScopes (one index
+    provider per scope, as `vmrt run --parameters` builds), one provider or an
+    iterable of them. Each scope goes to the first provider supporting it.
+
+    `max_concurrency` (1..8, upstream's max_concurrent_operations) bounds the
+    batches of one operation that run at once.
+    """
+
+    def __init__(self, providers=(), *, max_concurrency: int = MAX_CONCURRENCY):
+        self.providers = as_provider_set(providers)
+        self.max_concurrency = max(1, min(int(max_concurrency), MAX_CONCURRENCY))
+
+    def create_state(self, context):
+        return None
+
+    def notify(self, signal: ProviderSignal) -> None:
+        """Forwards suspend/resume/low-memory to every provider (iree_vm_module notify)."""
+        self.providers.notify(ProviderSignal(signal))
+
+    # -- exports -------------------------------------------------------------------------------
+    @export("0rIrrrIiirrr_r")
+    def load(self, device, queue_affinity, wait_fence, signal_fence, source_scope,
+             target_queue_affinity, target_memory_types, target_buffer_usage, key_table,
+             key_data, spans):
+        signal = _fence(signal_fence)
+        try:
+            device = _deref(device, Device, "device")
+            scope = _string(source_scope)
+            spans = decode_spans(_deref(key_table, VMBuffer, "buffer"),
+                                 _deref(key_data, VMBuffer, "buffer"),
+                                 _deref(spans, VMBuffer, "buffer"))
+            memory_types = target_memory_types & 0xFFFFFFFF
+            usage = target_buffer_usage & 0xFFFFFFFF
+            allocator = device.allocator
+            # Parameter bytes can back the buffer in place only when nobody will write it.
+            lend = bool(usage & _IMMUTABLE) and bool(
+                allocator.query_compatibility(memory_types, usage)[0] & _IMPORTABLE)
+            lent, plan = self.providers.plan_load(scope, spans, views=lend)
+            buffers = []
+            for span, view in zip(spans, lent):
+                if view is not None:
+                    buffer = allocator.import_buffer(view, memory_types, usage, _READ,
+                                                     target_queue_affinity)
+                else:
+                    buffer = allocator.import_buffer(host_memory(span.length), memory_types,
+                                                     usage, 0, target_queue_affinity)
+                buffers.append(buffer)
+            targets = [None if view is not None else buffer
+                       for view, buffer in zip(lent, buffers)]
+            self._schedule(device, queue_affinity, _fence(wait_fence), signal, plan,
+                           lambda: [None if b is None else b.map_range(_WRITE)
+                                    for b in targets])
+            return VMList.from_values(buffers, "!hal.buffer")
+        except Exception as exc:
+            raise _fail(signal, exc)
+
+    @export("0rIrrrrrrr_v")
+    def gather(self, device, queue_affinity, wait_fence, signal_fence, source_scope,
+               target_buffer, key_table, key_data, spans):
+        signal = _fence(signal_fence)
+        try:
+            device = _deref(device, Device, "device")
+            target = _deref(target_buffer, Buffer, "buffer")
+            scope = _string(source_scope)
+            spans = decode_spans(_deref(key_table, VMBuffer, "buffer"),
+                                 _deref(key_data, VMBuffer, "buffer"),
+                                 _deref(spans, VMBuffer, "buffer"))
+            plan = self.providers.plan_gather(scope, spans, target.byte_length)
+            self._schedule(device, queue_affinity, _fence(wait_fence), signal, plan,
+                           lambda: [target.map_range(_WRITE, 0, WHOLE_BUFFER)])
+        except Exception as exc:
+            raise _fail(signal, exc)
+
+    @export("0rIrrrrrrr_v")
+    def scatter(self, device, queue_affinity, wait_fence, signal_fence, source_buffer,
+                target_scope, key_table, key_data, spans):
+        signal = _fence(signal_fence)
+        try:
+            device = _deref(device, Device, "device")
+            source = _deref(source_buffer, Buffer, "buffer")
+            scope = _string(target_scope)
+            spans = decode_spans(_deref(key_table, VMBuffer, "buffer"),
+                                 _deref(key_data, VMBuffer, "buffer"),
+                                 _deref(spans, VMBuffer, "buffer"))
+            plan = self.providers.plan_scatter(scope, spans, source.byte_length)
+            self._schedule(device, queue_affinity, _fence(wait_fence), signal, plan,
+                           lambda: [source.map_range(_READ, 0, WHOLE_BUFFER)])
+        except Exception as exc:
+            raise _fail(signal, exc)
+
+    # -- scheduling ------------------------------------------------------------------------------
+    def _schedule(self, device: Device, queue_affinity: int, wait: Fence | None,
+                  signal: Fence | None, plan: TransferPlan, map_views) -> None:
+        """The plan as one queue operation after `wait` that signals `signal`: its
+        batches run up to max_concurrency at once, then it finishes (flushes)."""
+        device.queue_host_call(queue_affinity, wait, signal,
+                               lambda: plan.run(map_views(), self.max_concurrency))
+
+
+def _fail(signal: Fence | None, exc: Exception) -> VmrtError:
+    """The error to raise; the signal fence fails with it first (as upstream's
+    iree_io_parameter_op_batch_end does) so waiters see it too."""
+    error = as_error(exc)
+    if signal is not None:
+        signal.fail(error)
+    return error
+
+
+__all__ = ["IoParametersModule", "as_provider_set", "decode_spans", "KEY_ENTRY_BYTES",
+           "SPAN_ENTRY_BYTES"]
