@@ -1,19 +1,33 @@
-"""Partition stream programs (text form) into waves and report their transient memory.
+"""Partition stream programs (text form) into waves, report their transient memory,
+lower them to VM modules and run them.
 
     vmrt stream stats FILE [--json] [--partitioning-favor=F]
     vmrt stream schedule FILE [--function NAME] [--partitioning-favor=F]
-    vmrt stream compile FILE -o OUT.vmfb [--partitioning-favor=F]   (not yet available)
+    vmrt stream compile FILE -o OUT.vmfb [--partitioning-favor=F] [--force] [--emit=vmasm]
+    vmrt stream run FILE|OUT.vmfb --kernels=K [--function=NAME] [--input=@x.npy ...]
+        [--parameters=SCOPE=FILE ...] [--device=local-task] [--check] [--output=@r.bin ...]
 
 `stats` prints, per function, the statistics of all three favors side by side;
 the column marked `*` is the favor the function would be compiled with (its
 `partitioning` attribute, else the program's, else --partitioning-favor).
 `schedule` prints the waves and the transient slab of the effective favor.
+`compile` lowers every function (vmrt/stream/README.md, "Lowering") and writes the
+module; `--emit=vmasm` writes the vmasm text instead. `run` runs one function of
+a program (compiled on the fly) or of a compiled module on a local device with the
+Python kernels of `--kernels` (a .py file or a module defining KERNELS, a dict of
+kernel name -> callable), io_parameters over `--parameters` archives, and with
+`--check` compares every result byte for byte with a plain numpy evaluation.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.util
 import json
+import os
 import sys
+from pathlib import Path
 
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.stream import (DEFAULT_FAVOR, FAVORS, FuncAnalysis, load_program, plan,
@@ -44,12 +58,40 @@ def add_arguments(parser) -> None:
                           help="use --partitioning-favor even over attributes")
     schedule.set_defaults(stream_run=run_schedule)
 
-    compile_ = sub.add_parser("compile", help="lower to a VM module (not yet available)")
+    compile_ = sub.add_parser("compile", help="lower to a VM module")
     compile_.add_argument("file", help="a stream program (text form)")
     compile_.add_argument("-o", "--output", required=True, help="the .vmfb to write")
     compile_.add_argument("--partitioning-favor", choices=favors,
                           default=DEFAULT_FAVOR.value, help=favor_help)
+    compile_.add_argument("--force", action="store_true",
+                          help="use --partitioning-favor even over attributes")
+    compile_.add_argument("--emit", choices=("vmfb", "vmasm"), default="vmfb",
+                          help="write the module (default) or its vmasm text")
     compile_.set_defaults(stream_run=run_compile)
+
+    run_ = sub.add_parser("run", help="run one function on a local device")
+    run_.add_argument("file", help="a stream program (text form) or a compiled .vmfb")
+    run_.add_argument("--kernels", action="append", default=[], metavar="PY",
+                      help="a .py file or module name defining KERNELS {name: callable} "
+                           "(repeatable)")
+    run_.add_argument("--function", default="", help="the function (optional when there "
+                                                     "is one)")
+    run_.add_argument("--input", action="append", default=[], metavar="VALUE",
+                      help="an argument: @FILE (.npy: the array's bytes; else raw bytes) or "
+                           "`zeros` (repeatable, in order)")
+    run_.add_argument("--parameters", action="append", default=[], metavar="SCOPE=FILE",
+                      help="a parameter archive (.irpa, .safetensors, .gguf) for a scope")
+    run_.add_argument("--device", choices=("local-sync", "local-task"), default="local-task")
+    run_.add_argument("--partitioning-favor", choices=favors, default=DEFAULT_FAVOR.value,
+                      help=favor_help)
+    run_.add_argument("--force", action="store_true",
+                      help="use --partitioning-favor even over attributes")
+    run_.add_argument("--check", action="store_true",
+                      help="compare with a numpy evaluation (needs the program text)")
+    run_.add_argument("--output", action="append", default=[], metavar="SPEC",
+                      help="per result: @FILE.bin (raw bytes), @FILE.npy (uint8 array) or "
+                           "`` to skip")
+    run_.set_defaults(stream_run=run_run)
 
 
 def run(args) -> int:
@@ -140,8 +182,146 @@ def run_schedule(args) -> int:
 
 
 def run_compile(args) -> int:
-    load_program(args.file)   # report errors in the program first
-    raise VmrtError("vmrt stream compile is not yet available: lowering a stream program "
-                    "to a VM module needs the HAL and io_parameters lowering, which are "
-                    "not built yet (use `vmrt stream stats` or `vmrt stream schedule`)",
-                    StatusCode.UNIMPLEMENTED)
+    from vmrt.stream.lower import compile_program, lower_program
+    program = load_program(args.file)
+    if args.emit == "vmasm":
+        data = lower_program(program, args.partitioning_favor, force=args.force).encode()
+    else:
+        data = compile_program(program, args.partitioning_favor, force=args.force)
+    Path(args.output).write_bytes(data)
+    return 0
+
+
+def load_kernels(specs) -> dict:
+    """{name: callable} from .py files or module names defining KERNELS."""
+    kernels: dict = {}
+    for spec in specs:
+        if spec.endswith(".py") or os.sep in spec:
+            path = Path(spec)
+            if not path.is_file():
+                raise VmrtError(f"kernel file '{spec}' not found", StatusCode.NOT_FOUND)
+            module_spec = importlib.util.spec_from_file_location(
+                f"_vmrt_stream_kernels_{len(kernels)}_{path.stem}", path)
+            module = importlib.util.module_from_spec(module_spec)
+            # A kernel file next to its example may import its siblings.
+            sys.path.insert(0, str(path.resolve().parent.parent))
+            try:
+                module_spec.loader.exec_module(module)
+            finally:
+                sys.path.pop(0)
+        else:
+            try:
+                module = importlib.import_module(spec)
+            except ImportError as error:
+                raise VmrtError(f"cannot import kernel module '{spec}': {error}",
+                                StatusCode.NOT_FOUND) from None
+        table = getattr(module, "KERNELS", None)
+        if not isinstance(table, dict):
+            raise VmrtError(f"'{spec}' defines no KERNELS dict of kernel name -> callable",
+                            StatusCode.INVALID_ARGUMENT)
+        kernels.update(table)
+    return kernels
+
+
+def _read_input(spec: str, size: int | None) -> bytes:
+    if spec == "zeros":
+        if size is None:
+            raise VmrtError("`zeros` needs the program text to know the size",
+                            StatusCode.INVALID_ARGUMENT)
+        return bytes(size)
+    if not spec.startswith("@"):
+        raise VmrtError(f"unsupported input '{spec}' (expected @FILE or zeros)",
+                        StatusCode.INVALID_ARGUMENT)
+    path = spec[1:]
+    if path.endswith(".npy"):
+        import numpy as np
+        try:
+            return np.ascontiguousarray(np.load(path, allow_pickle=False)).tobytes()
+        except ValueError as error:
+            raise VmrtError(f"cannot read '{path}': {error}",
+                            StatusCode.INVALID_ARGUMENT) from None
+    return Path(path).read_bytes()
+
+
+def _parameter_providers(specs):
+    from vmrt.io import IndexProvider, ParameterIndex
+    providers = []
+    for spec in specs:
+        scope, sep, path = spec.partition("=")
+        if not sep:
+            scope, path = "", spec
+        providers.append(IndexProvider(scope, ParameterIndex.load(path)))
+    return providers
+
+
+def run_run(args) -> int:
+    import numpy as np
+
+    from vmrt.stream.evaluate import evaluate
+    from vmrt.stream.lower import compile_program
+    from vmrt.stream.runtime import StreamRunner
+    from vmrt.vm.module import load_module
+
+    data = Path(args.file).read_bytes()
+    program = None
+    # A module is a (possibly size-prefixed) FlatBuffer with identifier IREE, or a ZIP.
+    if b"IREE" in data[4:12] or data[:4] == b"PK\x03\x04":
+        module = load_module(data)
+        if args.check:
+            raise VmrtError("--check needs the program text, not a compiled module",
+                            StatusCode.INVALID_ARGUMENT)
+    else:
+        program = load_program(args.file)
+        module = load_module(compile_program(program, args.partitioning_favor,
+                                             force=args.force))
+    names = [n for n in module.export_names() if not n.startswith("__")]
+    function = args.function or (names[0] if len(names) == 1 else "")
+    if function not in names:
+        raise VmrtError(f"choose a function with --function (one of: {', '.join(names)})"
+                        if not args.function else f"no function @{function} in the module",
+                        StatusCode.INVALID_ARGUMENT if not args.function
+                        else StatusCode.NOT_FOUND)
+    sizes = ([v.type.size for v in program.func(function).args] if program is not None
+             else [None] * len(args.input))
+    if len(args.input) != len(sizes):
+        raise VmrtError(f"@{function} takes {len(sizes)} arguments but {len(args.input)} "
+                        "--input values were given", StatusCode.INVALID_ARGUMENT)
+    inputs = [_read_input(spec, size) for spec, size in zip(args.input, sizes)]
+    kernels = load_kernels(args.kernels)
+    providers = _parameter_providers(args.parameters)
+    try:
+        runner = StreamRunner(module, kernels, device=args.device, parameters=providers)
+    except VmrtError as error:
+        raise error.annotate(f"initializing the module ({len(kernels)} kernels from "
+                             "--kernels, parameters from --parameters)")
+    with runner:
+        results = runner.call(function, inputs)
+    out = sys.stdout
+    out.write(f"EXEC @{function}\n")
+    for index, result in enumerate(results):
+        digest = hashlib.sha256(result.tobytes()).hexdigest()[:16]
+        out.write(f"result[{index}]: {result.size} bytes, sha256 {digest}\n")
+    if args.output:
+        if len(args.output) != len(results):
+            raise VmrtError(f"{len(args.output)} outputs given for {len(results)} results",
+                            StatusCode.INVALID_ARGUMENT)
+        for spec, result in zip(args.output, results):
+            if not spec:
+                continue
+            if not spec.startswith("@"):
+                raise VmrtError(f"unsupported output '{spec}' (expected @FILE)",
+                                StatusCode.INVALID_ARGUMENT)
+            if spec.endswith(".npy"):
+                np.save(spec[1:], result, allow_pickle=False)
+            else:
+                Path(spec[1:]).write_bytes(result.tobytes())
+    if args.check:
+        from vmrt.io import ProviderSet
+        expected = evaluate(program, function, inputs, kernels, ProviderSet(providers))
+        mismatched = [i for i, (a, b) in enumerate(zip(results, expected))
+                      if not np.array_equal(a, b)]
+        if mismatched:
+            out.write(f"[FAILED] results {mismatched} differ from the numpy evaluation\n")
+            return 1
+        out.write("[SUCCESS] every result is bit-identical to the numpy evaluation\n")
+    return 0
