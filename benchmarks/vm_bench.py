@@ -21,6 +21,11 @@ each runtime the iteration count is grown until one measurement takes at least
 collector is off while timing). Result values must agree between the runtimes;
 a mismatch is printed loudly and makes the exit status 1.
 
+With limits (the default; --no-limits skips it) vmrt runs a second time in a
+context with Limits(fuel=10**15, timeout=3600): fuel counted and a deadline
+checked, neither ever reached. The second table gives that overhead as a ratio
+to vmrt without limits (the issue's bar: <= 1.10).
+
 Bars (for vmrt): loop_sum <= 200 ns/iteration, buffer_reduce <= 400 ns/element,
 an import call into Python <= 260 ns per call. A missed bar is reported but
 does not change the exit status.
@@ -103,7 +108,7 @@ def assemble(outdir: Path) -> bytes:
 class VmrtRunner:
     label = "vmrt"
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, limits=None):
         import vmrt
 
         class BenchHost(vmrt.NativeModule, name=HOST, version=0):
@@ -112,7 +117,7 @@ class VmrtRunner:
                 return x + 1
 
         self.context = vmrt.Context(vmrt.Instance(),
-                                    modules=[BenchHost(), vmrt.load_module(data)])
+                                    modules=[BenchHost(), vmrt.load_module(data)], limits=limits)
 
     def caller(self, name: str, n: int | None):
         fn = self.context.function(f"{MODULE}.{name}")
@@ -279,6 +284,15 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
               f"{_fmt_ns(row['iree_ns']):>10} {ratio:>8}  {bar:<18}", file=out)
 
 
+def print_limits_table(rows: list[dict], out=sys.stdout) -> None:
+    header = f"{'benchmark':<24} {'unit':<10} {'vmrt ns':>10} {'+limits ns':>11} {'ratio':>7}"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for row in rows:
+        print(f"{row['name']:<24} {row['unit']:<10} {_fmt_ns(row['vmrt_ns']):>10} "
+              f"{_fmt_ns(row['limits_ns']):>11} {row['limits_ratio']:>6.3f}x", file=out)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
@@ -292,6 +306,8 @@ def main(argv=None) -> int:
                         help="comma-separated benchmark names to run")
     parser.add_argument("--no-reference", action="store_true",
                         help="skip iree.runtime (vmrt figures only)")
+    parser.add_argument("--no-limits", action="store_true",
+                        help="skip the run of vmrt with limits on")
     args = parser.parse_args(argv)
     repeat = args.repeat if args.repeat is not None else (1 if args.quick else 5)
     target = args.target if args.target is not None else (0.02 if args.quick else 0.25)
@@ -307,6 +323,11 @@ def main(argv=None) -> int:
         data = assemble(Path(tmp))
 
     vm = VmrtRunner(data)
+    limited = None
+    if not args.no_limits:
+        from vmrt.vm.limits import Limits
+        limited = VmrtRunner(data, Limits(fuel=10**15, timeout=3600.0))
+        limited.label = "vmrt+limits"
     ref = None if args.no_reference else load_reference(data)
     log = sys.stderr if args.json else sys.stdout
     if ref is None and not args.no_reference:
@@ -328,12 +349,21 @@ def main(argv=None) -> int:
             problem = check_value(bench, theirs.n, theirs.result, "iree.runtime")
             if problem:
                 problems.append(problem)
+        with_limits = None
+        if limited is not None:
+            problems += cross_check(limited, None, bench)
+            with_limits = measure(limited, bench, target, repeat)
+            problem = check_value(bench, with_limits.n, with_limits.result, "vmrt+limits")
+            if problem:
+                problems.append(problem)
         rows.append({
             "name": bench.name,
             "unit": bench.unit,
             "vmrt_ns": mine.ns_per_unit,
             "iree_ns": theirs.ns_per_unit if theirs else None,
             "ratio": mine.ns_per_unit / theirs.ns_per_unit if theirs else None,
+            "limits_ns": with_limits.ns_per_unit if with_limits else None,
+            "limits_ratio": with_limits.ns_per_unit / mine.ns_per_unit if with_limits else None,
             "bar_ns": bench.bar_ns,
             "meets_bar": None if bench.bar_ns is None else mine.ns_per_unit <= bench.bar_ns,
             "vmrt": {"n": mine.n, "invocations": mine.invocations, "seconds": mine.seconds},
@@ -344,6 +374,8 @@ def main(argv=None) -> int:
             print(f"  measured {bench.name}", file=sys.stderr)
 
     vm.close()
+    if limited is not None:
+        limited.close()
     if ref is not None:
         ref.close()
 
@@ -359,6 +391,10 @@ def main(argv=None) -> int:
         print_table(rows)
         print(f"(best of {repeat}, each measurement >= {target} s; "
               f"ratio = vmrt / iree.runtime)")
+        if limited is not None:
+            print()
+            print_limits_table(rows)
+            print("(ratio = vmrt with Limits(fuel, timeout) / vmrt without limits)")
         if missed:
             print(f"bars missed: {', '.join(missed)}")
     if problems:

@@ -158,9 +158,6 @@ def test_recursion_to_the_documented_depth(err):
     assert err.check("depth", 1500).values == (1500,)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "context: Instance(max_depth=...) only raises Python's recursion limit; a "
-    "smaller per-context depth limit comes with the embedding limits"))
 def test_recursion_limit_follows_the_instance(builder):
     vmfb = builder.build_file("errors.vmasm")
     ctx = vmrt.Context(vmrt.Instance(max_depth=50), modules=[vmrt.load_module(vmfb)])

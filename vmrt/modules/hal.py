@@ -98,6 +98,21 @@ def _ref(buffer, slot: int, offset: int, length: int):
     return (_deref_or_null(buffer, Buffer, "buffer"), _u32(slot), offset, length)
 
 
+class _MemoryCharge:
+    """Per-context state when the context has limits: HAL buffers allocated by its
+    code become `buffer_class`, which gives their bytes back when freed."""
+
+    def __init__(self, context):
+        self.context = context
+        # Same layout as Buffer (no new slots), so a new buffer can switch to it.
+        self.buffer_class = type("ChargedBuffer", (Buffer,), {
+            "__slots__": (), "charged_context": context, "on_release": _release_charged})
+
+
+def _release_charged(buffer) -> None:
+    type(buffer).charged_context.release_memory(buffer.allocation_size)
+
+
 class HalModule(NativeModule, name="hal", version=7):
     """The hal module over a list of devices (by default one `local-sync` device).
 
@@ -121,17 +136,26 @@ class HalModule(NativeModule, name="hal", version=7):
         # Function calls through this context take and return numpy arrays.
         if self.host_arrays and getattr(context, "host_adapter", None) is None:
             context.host_adapter = self.host_adapter()
-        return None
+        # A context with limits counts the bytes of the buffers its code allocates.
+        return _MemoryCharge(context) if getattr(context, "meter", None) is not None else None
 
     # -- allocator ---------------------------------------------------------------------------
-    @export("0rIiiI_r", name="allocator.allocate")
-    def allocator_allocate(self, allocator, queue_affinity, memory_types, buffer_usage, size):
+    @export("0rIiiI_r", name="allocator.allocate", state=True)
+    def allocator_allocate(self, charge, allocator, queue_affinity, memory_types, buffer_usage,
+                           size):
         allocator = _deref(allocator, HeapAllocator, "allocator")
+        if charge is not None:
+            charge.context.charge_memory(max(size, 0))
         try:
-            return allocator.allocate_buffer(_u32(memory_types), _u32(buffer_usage), size,
-                                             queue_affinity=queue_affinity)
+            buffer = allocator.allocate_buffer(_u32(memory_types), _u32(buffer_usage), size,
+                                               queue_affinity=queue_affinity)
         except VmrtError as error:
+            if charge is not None:
+                charge.context.release_memory(max(size, 0))
             raise error.annotate(f"failed to allocate buffer of length {size}")
+        if charge is not None:
+            buffer.__class__ = charge.buffer_class
+        return buffer
 
     @export("0riIiirII_r", name="allocator.import")
     def allocator_import(self, allocator, is_try, queue_affinity, memory_types, buffer_usage,

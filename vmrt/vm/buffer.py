@@ -628,3 +628,49 @@ def siphash24(data, key0: int = _KEY0, key1: int = _KEY1) -> int:
     v2 ^= 0xFF
     v0, v1, v2, v3 = rounds(v0, v1, v2, v3, 4)
     return v0 ^ v1 ^ v2 ^ v3
+
+
+# -- memory accounting (context limits) ------------------------------------------------------------
+class MeteredBuffer(VMBuffer):
+    """A buffer made by VM code in a context with limits: its bytes stay charged
+    to the context's meter (charge_memory/release_memory) while it lives."""
+
+    __slots__ = ("_meter", "_charged")
+
+    def on_release(self) -> None:
+        meter = getattr(self, "_meter", None)
+        if meter is not None:
+            self._meter = None
+            meter.release_memory(self._charged)
+
+
+def _metered(meter, length: int, make) -> MeteredBuffer:
+    # Charged before allocating, so an over-budget length never reaches the allocator.
+    meter.charge_memory(max(length, 0))
+    try:
+        buffer = make()
+    except BaseException:
+        meter.release_memory(max(length, 0))
+        raise
+    buffer._meter, buffer._charged = meter, max(length, 0)
+    return buffer
+
+
+def metered_buffer_alloc(meter, length: int, alignment: int) -> VMBuffer:
+    """vm.buffer.alloc charged to `meter`."""
+    _check_alignment(alignment)
+    return _metered(meter, length, lambda: MeteredBuffer(
+        _allocate(length), mutable=True, origin=ACCESS_ORIGIN_GUEST))
+
+
+def metered_buffer_clone(meter, source, offset: int, length: int, alignment: int) -> VMBuffer:
+    """vm.buffer.clone charged to `meter`."""
+    if not isinstance(source, VMBuffer):
+        raise null_ref_error("source", source)
+    if offset < 0 or length < 0 or offset + length > source.length:
+        raise source._range_error(offset, length, 1)
+
+    def make():
+        clone = source.clone(offset, length, alignment)
+        return MeteredBuffer(clone._data, mutable=True, origin=ACCESS_ORIGIN_GUEST)
+    return _metered(meter, length, make)

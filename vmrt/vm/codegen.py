@@ -85,6 +85,7 @@ class CallTarget:
     results: str
     is_generator: bool = False  # internal callee compiled as a generator
     name: str = ""
+    static_cost: int | None = None  # instructions of a straight-line callee (limits)
 
 
 @dataclass
@@ -99,6 +100,7 @@ class FunctionPlan:
     is_generator: bool
     call_target: object = None  # callable (ordinal_or_import_bit) -> CallTarget
     options: "CodegenOptions" = None  # what to weave into the code besides the semantics
+    static_cost: int | None = None  # this function is straight-line: its instruction count
 
     def __post_init__(self):
         if self.options is None:
@@ -112,9 +114,23 @@ class FunctionPlan:
 class CodegenOptions(NamedTuple):
     """Variants of the generated code; a context compiles each function once per variant.
 
-    `checkpoints`: a CHECKPOINT(n) call at each block entry (limits: fuel,
-    deadline, cancellation). `instrumented`: per-instruction hooks (tracing,
-    profiling, debugging); plain code pays nothing for either.
+    `checkpoints`: the limits of vmrt.vm.context (see "Limits" below).
+    `instrumented`: per-instruction hooks (tracing, profiling, debugging);
+    plain code pays nothing for either.
+
+    Limits. Each function takes its frame depth `D` as a last parameter and
+    fails (RESOURCE_EXHAUSTED) when it exceeds MAXD. Fuel is a counter `FUEL`
+    shared by the context's functions (a closure cell): each block charges its
+    instruction count on entry (`FUEL -= n`) and calls REFILL(n) when the
+    counter goes negative; REFILL, in the context, takes fuel from the budget
+    in slices and checks the deadline and cancellation. Two shapes keep this
+    cheap (a compare costs as much as an add here): a straight-line function
+    (one block, calls only to such functions) is charged by its caller's
+    block, so it pays nothing itself and does not check its depth (it cannot
+    recurse); and a self-loop that calls nothing that charges fuel runs in
+    batches, `for _ in REPEAT(None, k)`, with k iterations paid in advance and
+    the unused ones paid back when it leaves. Import call sites leave the depth
+    in the cell `CUR`, where a host re-entering the context finds it.
     """
 
     checkpoints: bool = False
@@ -174,7 +190,10 @@ class FunctionGenerator:
         params = cconv_registers(plan.arguments)
         entry = f"F{plan.ordinal}"
         out = self.out
-        out.emit(0, f"def {entry}({', '.join(params)}):")
+        limits = plan.checkpoints
+        out.emit(0, f"def {entry}({', '.join(params + ['D'] if limits else params)}):")
+        if limits:
+            self.emit_limits_prologue()
         used = self.collect_registers()
         initial = [r for r in sorted(used, key=lambda n: (n[0], int(n[1:]))) if r not in params]
         i_regs = [r for r in initial if r[0] == "i"]
@@ -186,6 +205,7 @@ class FunctionGenerator:
         if plan.is_generator:
             # Make this a generator even when no yield is reachable in the body.
             out.emit(1, "if False: yield")
+        body_start = len(out.lines)
         single = len(plan.blocks) == 1 and not self.branches_to(0, 0)
         if single:
             self.emit_block(0, 1, in_dispatch=False)
@@ -196,7 +216,74 @@ class FunctionGenerator:
                 out.pc = plan.blocks[index][0]
                 out.emit(2, f"if blk == {index}:")
                 self.emit_block(index, 3, in_dispatch=True)
+        if plan.options.instrumented:
+            self.wrap_instrumented(body_start)
+        if limits:
+            self.wrap_limits_scope()
         return GeneratedFunction("\n".join(out.lines) + "\n", out.pcs, entry)
+
+    def wrap_instrumented(self, body_start: int) -> None:
+        """Encloses the body in ENTER ... LEAVE (vmrt.vm.hooks) once it is generated.
+
+        ENTER comes after the register initialisation so a hook sees every
+        register; UNWIND records the error of a frame left by an exception.
+        """
+        out = self.out
+        body = ["    " + line for line in out.lines[body_start:]]
+        body_pcs = out.pcs[body_start:]
+        del out.lines[body_start:], out.pcs[body_start:]
+        out.pc = None
+        out.emit(1, f"_vf = ENTER({self.plan.ordinal})\ntry:")
+        out.lines.extend(body)
+        out.pcs.extend(body_pcs)
+        out.pc = None
+        out.emit(1, "except BaseException:\n    UNWIND(_vf)\n    raise\n"
+                    "finally:\n    LEAVE(_vf)")
+
+    # -- limits (see CodegenOptions) ----------------------------------------------------------
+    _CALLS = ("Call", "CallVariadic", "CallYieldable", "CallVariadicYieldable")
+
+    def calls_in(self, instructions) -> list[CallTarget]:
+        return [self.plan.call_target(d.values[0]) for d in instructions
+                if d.instruction.symbol in self._CALLS]
+
+    def block_cost(self, index: int) -> int:
+        """Fuel a block charges: its instructions and those of its straight-line callees."""
+        instructions = self.plan.blocks[index][1]
+        return len(instructions) + sum(t.static_cost or 0 for t in self.calls_in(instructions)
+                                       if t.kind == "internal")
+
+    def charges_elsewhere(self, instructions) -> bool:
+        """Whether the instructions run code that uses FUEL (a callee that charges, a
+        host import that may re-enter the context) or leave the frame (a yield)."""
+        return any(d.instruction.symbol == "Yield" for d in instructions) or any(
+            t.kind == "import" or t.static_cost is None for t in self.calls_in(instructions))
+
+    def emit_limits_prologue(self) -> None:
+        calls = [t for _, instructions in self.plan.blocks for t in self.calls_in(instructions)]
+        cells = (["FUEL"] if self.plan.static_cost is None else []) + \
+            (["CUR"] if any(t.kind == "import" for t in calls) else [])
+        out = self.out
+        out.pc = None
+        if cells:
+            out.emit(1, f"nonlocal {', '.join(cells)}")
+        if self.plan.static_cost is None:
+            out.emit(1, "if D > MAXD: DEPTH_EXCEEDED(D)")
+        if any(t.kind == "internal" for t in calls):
+            out.emit(1, "D1 = D + 1")
+
+    def emit_charge(self, index: int, indent: int) -> None:
+        cost = self.block_cost(index)
+        self.out.emit(indent, f"FUEL -= {cost}\nif FUEL < 0: REFILL({cost})")
+
+    def wrap_limits_scope(self) -> None:
+        """Nests the function in a scope holding FUEL and CUR, so that they are
+        closure cells (the context binds its own cells: vmrt.vm.module)."""
+        out = self.out
+        # `global`: the function's calls of itself must not find it in this scope.
+        out.lines[:] = ["def LIMITS_SCOPE(FUEL, CUR):", f"    global F{self.plan.ordinal}"] + \
+            ["    " + line for line in out.lines]
+        out.pcs[:] = [None, None] + out.pcs
 
     def collect_registers(self) -> set[str]:
         names = set()
@@ -235,19 +322,32 @@ class FunctionGenerator:
         return False
 
     # -- blocks ---------------------------------------------------------------------------------
-    def emit_block(self, index: int, indent: int, in_dispatch: bool) -> None:
+    def emit_block(self, index: int, indent: int, in_dispatch: bool,
+                   in_batch: bool = False) -> None:
         pc, instructions = self.plan.blocks[index]
         out = self.out
         self_loop = in_dispatch and self.branches_to(index, index)
-        if self_loop:
+        charged = self.plan.checkpoints and self.plan.static_cost is None and not in_batch
+        if charged and self_loop and not self.charges_elsewhere(instructions):
+            out.pc = pc
+            self.emit_batched_loop(index, indent)
+            return
+        if self_loop and not in_batch:
             out.pc = pc
             out.emit(indent, "while True:")
             indent += 1
-        if self.plan.checkpoints:
+        if charged:
             out.pc = pc
-            out.emit(indent, f"CHECKPOINT({len(instructions)})")
+            self.emit_charge(index, indent)
+        instrumented = self.plan.options.instrumented
+        if instrumented:
+            # The block marker is an executed op upstream (traced, a breakpoint site).
+            out.pc = pc
+            out.emit(indent, f"STEP(_vf, {pc})")
         for d in instructions:
             out.pc = d.pc
+            if instrumented:
+                out.emit(indent, f"STEP(_vf, {d.pc})")
             if d.instruction.is_terminator:
                 self.emit_terminator(d, index, indent, in_dispatch, self_loop)
             else:
@@ -256,6 +356,30 @@ class FunctionGenerator:
             # Verified code always ends blocks with a terminator; a vm.fail with a zero
             # status falls through into the next block (upstream keeps executing).
             self.emit_goto(index + 1, index, indent, self_loop)
+
+    def emit_batched_loop(self, index: int, indent: int) -> None:
+        """A self-loop run in batches of iterations paid in advance (see CodegenOptions)."""
+        cost = self.block_cost(index)
+        out = self.out
+        pc = out.pc
+        out.emit(indent, f"""while True:
+    _n = FUEL // {cost}
+    FUEL -= _n * {cost}
+    _it = REPEAT(None, _n)
+    try:
+        for _ in _it:""")
+        self.emit_block(index, indent + 3, in_dispatch=True, in_batch=True)
+        out.pc = pc
+        out.emit(indent + 2, f"""else:
+    FUEL -= {cost}
+    REFILL({cost})
+    FUEL += {cost}
+    continue""")
+        out.emit(indent + 1, f"""except BaseException:
+    FUEL += LENGTH_HINT(_it) * {cost}
+    raise
+FUEL += LENGTH_HINT(_it) * {cost}
+break""")
 
     def emit_goto(self, target: int, current: int, indent: int, self_loop: bool,
                   moves=()) -> None:
@@ -370,6 +494,11 @@ class FunctionGenerator:
         results = values["results"]
         target: CallTarget = self.plan.call_target(callee)
         args = self.call_arguments(target, values.get("segment_sizes"), operands)
+        if self.plan.checkpoints:
+            if target.kind == "internal":
+                args = args + ["D1"]
+            else:
+                self.out.emit(indent, "CUR = D")
         if target.kind == "internal":
             fn = f"F{target.index}"
         else:

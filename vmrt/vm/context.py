@@ -14,6 +14,9 @@ from vmrt.isa.decoder import decode_at
 from vmrt.vm import cconv as cconv_mod
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.codegen import CodegenOptions
+from vmrt.vm.hooks import ExecutionHooks, HookDispatcher
+from vmrt.vm.source_maps import function_source_map
+from vmrt.vm.limits import Limits, Meter
 from vmrt.vm.list import VMList
 from vmrt.vm.module import BytecodeModuleInstance, Module
 from vmrt.vm.numerics import f32
@@ -28,10 +31,17 @@ class Instance:
     """The root of a set of contexts (upstream iree_vm_instance_t).
 
     Ref types are registered process-wide (vmrt.vm.ref); the instance carries
-    defaults for the contexts created from it.
+    defaults for the contexts created from it: `limits`, or with `max_depth`
+    alone Limits(max_depth=max_depth).
     """
 
-    def __init__(self, *, max_depth: int = DEFAULT_MAX_DEPTH):
+    def __init__(self, *, max_depth: int | None = None, limits: Limits | None = None):
+        if limits is None and max_depth is not None:
+            limits = Limits(max_depth=max_depth)
+        self.limits = limits
+        if max_depth is None:
+            max_depth = DEFAULT_MAX_DEPTH if limits is None or limits.max_depth is None \
+                else limits.max_depth
         self.max_depth = max_depth
         # Each VM frame is a Python frame (Python-to-Python calls use no C stack
         # in CPython 3.11+), so the interpreter's recursion limit must leave room.
@@ -45,23 +55,93 @@ def _default_print(name: str, values) -> None:
 
 
 class Context:
-    """Modules registered in order; each one's imports resolve against those before it."""
+    """Modules registered in order; each one's imports resolve against those before it.
+
+    Limits (vmrt.vm.limits.Limits; default: the instance's): a context given
+    limits compiles its code with check points and enforces fuel, call depth,
+    memory, a deadline and cancellation; every violation is a VMError
+    (RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED) and leaves the context
+    usable. From the host:
+
+    - `refuel(n)` adds fuel; `fuel_remaining` is what is left (None: no limit).
+    - `set_deadline(t)`: an absolute deadline (time.monotonic() seconds, or
+      None) for every call, besides `Limits.timeout` per outermost call.
+    - `cancel()`, from any thread: calls in progress fail with CANCELLED at
+      their next check point, and later calls at once, until `clear_cancel()`.
+    - `memory_in_use`: bytes held by live VM allocations (and by native modules
+      that report theirs through `charge_memory(n)` / `release_memory(n)`).
+
+    Check points are block entries, loops and calls of bytecode; a native
+    import runs to completion (its Python code is the host's, trusted).
+    `checkpoints=True` without limits compiles them in with none set (so that
+    the context can be cancelled). A context without limits pays nothing.
+    """
 
     def __init__(self, instance: Instance | None = None, modules=(), *,
-                 trace_hook=None, print_hook=None, checkpoints: bool = False):
+                 trace_hook=None, print_hook=None, checkpoints: bool = False,
+                 hooks=(), instrumented: bool = False, limits: Limits | None = None):
         self.instance = instance or Instance()
+        limits = limits or self.instance.limits or (Limits() if checkpoints else None)
+        self.meter = Meter(limits, self.instance.max_depth) if limits is not None else None
+        checkpoints = self.meter is not None
         self.trace_hook = trace_hook or (lambda name, values: None)
         self.print_hook = print_hook or _default_print
-        self.codegen_options = CodegenOptions(checkpoints=checkpoints)
+        # Execution hooks (vmrt.vm.hooks) need the instrumented variant, chosen
+        # here once: code already bound to a context cannot change variant.
+        hooks = [hooks] if isinstance(hooks, ExecutionHooks) else list(hooks or ())
+        self.hook_dispatcher = HookDispatcher(hooks) if hooks or instrumented else None
+        self.codegen_options = CodegenOptions(checkpoints=checkpoints,
+                                              instrumented=self.hook_dispatcher is not None)
         self.instances: list = []
         self._by_name: dict[str, object] = {}
         self._closed = False
         for module in modules:
             self.register(module)
 
-    # Check point left in every block when `checkpoints` is on (limits come later).
-    def checkpoint(self, instructions: int) -> None:
-        pass
+    # -- limits (see the class docstring) ---------------------------------------------------
+    @property
+    def limits(self) -> Limits | None:
+        return self.meter.limits if self.meter is not None else None
+
+    def _metered(self, what: str) -> Meter:
+        if self.meter is None:
+            raise VMError(f"{what} needs a context created with limits",
+                          StatusCode.FAILED_PRECONDITION)
+        return self.meter
+
+    @property
+    def fuel_remaining(self) -> int | None:
+        return self.meter.fuel_remaining if self.meter is not None else None
+
+    def refuel(self, amount: int) -> None:
+        self._metered("refuel").refuel(amount)
+
+    def set_deadline(self, deadline: float | None) -> None:
+        self._metered("a deadline").deadline = deadline
+
+    def cancel(self) -> None:
+        self._metered("cancellation").cancelled = True
+
+    def clear_cancel(self) -> None:
+        self._metered("cancellation").cancelled = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self.meter is not None and self.meter.cancelled
+
+    @property
+    def memory_in_use(self) -> int:
+        return self.meter.memory_in_use if self.meter is not None else 0
+
+    def charge_memory(self, nbytes: int) -> None:
+        """For native modules: `nbytes` more are held for this context's code
+        (RESOURCE_EXHAUSTED over the limit). A no-op without limits."""
+        if self.meter is not None:
+            self.meter.charge_memory(nbytes)
+
+    def release_memory(self, nbytes: int) -> None:
+        if self.meter is not None:
+            self.meter.release_memory(nbytes)
 
     # -- registration -----------------------------------------------------------------------
     def register(self, module: Module):
@@ -116,6 +196,18 @@ class Context:
             instance.resolve_import(ordinal, completing, fn)
         else:
             instance.resolve_import(ordinal, fn)
+
+    # -- execution hooks --------------------------------------------------------------------
+    def add_hook(self, hook: ExecutionHooks) -> None:
+        """Adds a hook; the context must have been created with hooks or `instrumented=True`."""
+        if self.hook_dispatcher is None:
+            raise VMError("execution hooks need a context created with hooks= or "
+                          "instrumented=True", StatusCode.FAILED_PRECONDITION)
+        self.hook_dispatcher.add(hook)
+
+    def remove_hook(self, hook: ExecutionHooks) -> None:
+        if self.hook_dispatcher is not None:
+            self.hook_dispatcher.remove(hook)
 
     def module(self, name: str):
         instance = self._by_name.get(name)
@@ -197,7 +289,7 @@ def source_location(definition, ordinal: int, pc: int) -> str | None:
     debug = definition.debug_database
     if debug is None:
         return None
-    source_map = _source_map(definition, ordinal)
+    source_map = function_source_map(definition, ordinal)
     if source_map is None or not source_map.locations:
         return None
     best = None
@@ -223,23 +315,6 @@ def source_location(definition, ordinal: int, pc: int) -> str | None:
             best = loc.locations[0] if loc.locations else None
         else:
             return None
-    return None
-
-
-def _source_map(definition, ordinal: int):
-    """The function's source map. The compiler may emit maps for only some
-    functions, so an entry is trusted when its name is the function's own."""
-    functions = definition.debug_database.functions or ()
-    names = {e.internal_ordinal: e.local_name for e in definition.exported_functions}
-    name = names.get(ordinal)
-    if ordinal < len(functions):
-        candidate = functions[ordinal]
-        if candidate is not None and (name is None or candidate.local_name in (None, "", name)):
-            return candidate
-    if name is not None:
-        for candidate in functions:
-            if candidate is not None and candidate.local_name == name:
-                return candidate
     return None
 
 

@@ -342,7 +342,8 @@ class VMList(RefObject):
                         f"element {src_index + offset}", StatusCode.INVALID_ARGUMENT)
             target._values[dst_index:dst_end] = items
             return
-        if type(self) is not type(target) or self.element_type != target.element_type:
+        if _storage_class(self) is not _storage_class(target) \
+                or self.element_type != target.element_type:
             raise VMError("src/dst element type mismatch", StatusCode.INVALID_ARGUMENT)
         target._values[dst_index:dst_end] = self._values[src_index:src_end]
 
@@ -677,3 +678,51 @@ register_ref_type("vm.list", VMList)
 def list_alloc(element_type, initial_capacity: int) -> VMList:
     """vm.list.alloc (the interpreter's LIST_ALLOC)."""
     return VMList(element_type, initial_capacity)
+
+
+# -- memory accounting (context limits) ------------------------------------------------------------
+def _storage_class(lst: VMList) -> type:
+    return getattr(type(lst), "_unmetered", type(lst))
+
+
+class _MeteredList:
+    """Mixed into each list class for contexts with limits: the list's capacity
+    (`_element_size` bytes per element, as upstream stores them) stays charged
+    to the context's meter while the list lives."""
+
+    __slots__ = ()
+
+    def reserve(self, minimum_capacity: int) -> None:
+        before = self._capacity
+        super().reserve(minimum_capacity)
+        grown = (self._capacity - before) * self._element_size
+        if grown:
+            try:
+                self._meter.charge_memory(grown)
+            except BaseException:
+                self._capacity = before
+                raise
+            self._charged += grown
+
+    def on_release(self) -> None:
+        meter = getattr(self, "_meter", None)
+        if meter is not None:
+            self._meter = None
+            meter.release_memory(self._charged)
+
+
+_METERED_CLASSES: dict[type, type] = {}
+
+
+def metered_list_alloc(meter, element_type, initial_capacity: int) -> VMList:
+    """vm.list.alloc charged to `meter`."""
+    base = _class_for(as_type_def(element_type))
+    cls = _METERED_CLASSES.get(base)
+    if cls is None:
+        cls = _METERED_CLASSES[base] = type(f"Metered{base.__name__}", (_MeteredList, base),
+                                            {"__slots__": ("_meter", "_charged"),
+                                             "_unmetered": base})
+    lst = object.__new__(cls)
+    lst._meter, lst._charged = meter, 0
+    lst.__init__(element_type, initial_capacity)
+    return lst

@@ -15,6 +15,8 @@ result.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +26,13 @@ from vmrt.format import read_module
 from vmrt.isa.decoder import decode_function
 from vmrt.vm import cconv as cconv_mod
 from vmrt.vm import codegen, numerics
-from vmrt.vm.buffer import VMBuffer, buffer_alloc, buffer_clone, buffer_compare, buffer_copy
-from vmrt.vm.list import list_alloc
+from vmrt.vm.buffer import (
+    VMBuffer, buffer_alloc, buffer_clone, buffer_compare, buffer_copy, metered_buffer_alloc,
+    metered_buffer_clone,
+)
+from vmrt.vm.list import list_alloc, metered_list_alloc
 from vmrt.vm.ref import check_ref_type, ref_or_null, resolve_type
+from vmrt.vm.source_maps import function_source_map
 from vmrt.vm.verifier import FEATURE_YIELD, IMPORT_ORDINAL_BIT, verify_module
 
 IMPORT_FLAG_OPTIONAL = 2
@@ -128,6 +134,7 @@ class BytecodeModule(Module):
         self._function_names = self._names()
         self.generators = self._find_generators()
         self._code: dict[int, tuple] = {}
+        self._static_costs: dict[int, int | None] = {}
         self.rodata = [VMBuffer.wrap_rodata(s.data) for s in module_def.rodata_segments]
 
     # -- Module interface ----------------------------------------------------------------
@@ -161,7 +168,9 @@ class BytecodeModule(Module):
             names.setdefault(export.internal_ordinal, export.local_name)
         if debug is not None:
             for i, source_map in enumerate(debug.functions or ()):
-                if source_map is not None and source_map.local_name and i not in names:
+                if source_map is not None and source_map.local_name and i not in names \
+                        and i < len(self.definition.function_descriptors) \
+                        and function_source_map(self.definition, i) is source_map:
                     names[i] = source_map.local_name
         return names
 
@@ -196,6 +205,42 @@ class BytecodeModule(Module):
                                   is_generator=callee in self.generators,
                                   name=self.function_name(callee))
 
+    def static_cost(self, ordinal: int) -> int | None:
+        """Instructions a straight-line function runs (one block, calls only to such
+        functions), or None. Limits charge these to the caller (vmrt.vm.codegen)."""
+        if ordinal in self._static_costs:
+            return self._static_costs[ordinal]
+        self._static_costs[ordinal] = None  # a recursive call is not straight-line
+        verified = self.verified[ordinal]
+        cost = None
+        if len(verified.block_pcs) == 1 and not verified.may_yield:
+            descriptor = self.definition.function_descriptors[ordinal]
+            start = descriptor.bytecode_offset
+            cost = 0
+            for d in decode_function(self.definition.bytecode_data, start,
+                                     start + descriptor.bytecode_length):
+                symbol = d.instruction.symbol
+                if d.instruction.kind == "marker":
+                    continue
+                cost += 1
+                if symbol in ("Branch", "CondBranch", "BranchTable", "Yield"):
+                    cost = None
+                elif symbol in codegen.FunctionGenerator._CALLS:
+                    callee = d.values[0]
+                    callee_cost = None if callee & IMPORT_ORDINAL_BIT else \
+                        self.static_cost(callee)
+                    cost = None if callee_cost is None else cost + callee_cost
+                if cost is None:
+                    break
+        self._static_costs[ordinal] = cost
+        return cost
+
+    def limits_call_target(self, callee: int) -> codegen.CallTarget:
+        target = self.call_target(callee)
+        if target.kind == "internal":
+            target.static_cost = self.static_cost(callee)
+        return target
+
     def compiled(self, ordinal: int, options: codegen.CodegenOptions = codegen.CodegenOptions()):
         """(code object, line -> pc map, source) of a function, compiling it on first use."""
         key = (ordinal, options)
@@ -221,9 +266,15 @@ class BytecodeModule(Module):
             arguments=verified.arguments, results=verified.results, blocks=blocks,
             is_generator=ordinal in self.generators, call_target=self.call_target,
             options=options)
+        if options.checkpoints:
+            plan.call_target = self.limits_call_target
+            plan.static_cost = self.static_cost(ordinal)
         generated = codegen.FunctionGenerator(plan).generate()
-        filename = f"<vmrt {self.name}.{plan.name}>"
+        # Names come from the module: compile() refuses a NUL in a file name.
+        filename = f"<vmrt {self.name}.{plan.name}>".replace("\0", "\\0")
         module_code = compile(generated.source, filename, "exec")
+        if options.checkpoints:  # the function sits in a scope holding its cells
+            module_code = next(c for c in module_code.co_consts if isinstance(c, types.CodeType))
         function_code = next(c for c in module_code.co_consts
                              if isinstance(c, types.CodeType) and c.co_name == generated.entry_name)
         return function_code, generated.line_pcs, generated.source
@@ -294,12 +345,25 @@ class BytecodeModuleInstance(ModuleInstance):
             BUFFER_ALLOC=buffer_alloc, BUFFER_CLONE=buffer_clone, BUFFER_COPY=buffer_copy,
             BUFFER_COMPARE=buffer_compare,
             TRACE=self.context.trace_hook, PRINT=self.context.print_hook,
-            CHECKPOINT=self.context.checkpoint,
         )
         type_defs = module.type_defs
         ns["LIST_ALLOC"] = lambda type_id, capacity: list_alloc(type_defs[type_id], capacity)
         ns["CAST"] = lambda obj, type_id: check_ref_type(type_defs[type_id].ref_type, obj)
         ns["REF_OR_NULL"] = lambda obj, type_id: ref_or_null(type_defs[type_id].ref_type, obj)
+        hook_dispatcher = getattr(self.context, "hook_dispatcher", None)
+        if hook_dispatcher is not None:  # ENTER/STEP/UNWIND/LEAVE of instrumented code
+            ns.update(hook_dispatcher.bindings(self))
+        meter = self._meter()
+        if meter is not None:  # the limits variant (vmrt.vm.codegen) and metered allocations
+            ns.update(MAXD=meter.max_depth, DEPTH_EXCEEDED=meter.depth_exceeded,
+                      REFILL=meter.refill, REPEAT=itertools.repeat,
+                      LENGTH_HINT=operator.length_hint,
+                      BUFFER_ALLOC=lambda length, alignment: metered_buffer_alloc(
+                          meter, length, alignment),
+                      BUFFER_CLONE=lambda source, offset, length, alignment: metered_buffer_clone(
+                          meter, source, offset, length, alignment),
+                      LIST_ALLOC=lambda type_id, capacity: metered_list_alloc(
+                          meter, type_defs[type_id], capacity))
         ns.update(self._global_accessors(size))
         for ordinal in range(module.function_count):
             ns[f"F{ordinal}"] = self._stub(ordinal)
@@ -350,16 +414,26 @@ class BytecodeModuleInstance(ModuleInstance):
         if fn is not None and not getattr(fn, "vmrt_stub", False):
             return fn
         code, _, _ = self.module.compiled(ordinal, self.context.codegen_options)
-        fn = types.FunctionType(code, self.namespace, code.co_name)
+        meter = self._meter()
+        closure = tuple(meter.cells[name] for name in code.co_freevars) if meter else None
+        fn = types.FunctionType(code, self.namespace, code.co_name, None, closure or None)
         self.namespace[f"F{ordinal}"] = fn
         self._code_ids[id(code)] = ordinal
         return fn
+
+    def _meter(self):
+        """The context's limits (vmrt.vm.context.Meter) when it compiles them in."""
+        return getattr(self.context, "meter", None) \
+            if self.context.codegen_options.checkpoints else None
 
     # -- ModuleInstance interface -------------------------------------------------------------
     def lookup(self, name: str):
         ordinal = self.module.export_ordinal(name)
         if ordinal is None:
             return None
+        meter = self._meter()
+        if meter is not None:  # callers outside generated code pass no depth
+            return meter.entry(self.function(ordinal), self.module.static_cost(ordinal))
         return self.function(ordinal)
 
     def is_generator(self, name: str) -> bool:
