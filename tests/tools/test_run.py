@@ -18,7 +18,6 @@ import pytest
 from tests.corpus.build import discover
 from vmrt.tools import function_io as fio
 from vmrt.tools.cli import main
-from vmrt.vm.module import load_module
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "scalar.vmfb"
@@ -98,13 +97,9 @@ def _invocation(corpus, name, line):
 def test_corpus_invocation(corpus, capsys, name, line):
     module, modules, function, flags, output, error = _invocation(corpus, name, line)
     argv = ["run"] + [f"--module={modules[d].vmfb}" for d in module.requires]
+    argv += [f"--parameters={scope}={path}" for scope, path in sorted(module.parameters.items())]
     argv += [f"--module={module.vmfb}", f"--function={function}", *flags]
     code, out, err = vmrt(capsys, *argv)
-    definition = load_module(module.vmfb)
-    if "io_parameters" in {d.name for d in definition.dependencies()}:
-        # The io_parameters module comes with parameter loading: one clear line for now.
-        assert code == 1 and "Traceback" not in err
-        pytest.xfail("the io_parameters module is not provided yet")
     if error is not None:
         assert_one_line_error(code, err, f"vmrt: error: {error}: ")
         return

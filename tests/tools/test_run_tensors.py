@@ -8,8 +8,8 @@ from vmrt.tools.cli import main
 
 def _runs(corpus):
     for module in corpus:
-        if module.kind != "mlir" or module.parameters:
-            continue  # parameter archives need the io_parameters module (not yet)
+        if module.kind != "mlir":
+            continue
         for run in module.runs:
             yield module, run
 
@@ -20,6 +20,7 @@ def test_recorded_runs_match(corpus, capsys, device):
     for module, run in _runs(corpus):
         argv = ["run", f"--module={module.vmfb}", f"--function={run.function}",
                 f"--device={device}", *run.flags]
+        argv += [f"--parameters={scope}={path}" for scope, path in module.parameters.items()]
         code = main(argv)
         captured = capsys.readouterr()
         lines = captured.out.splitlines()

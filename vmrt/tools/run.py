@@ -11,9 +11,12 @@ stdout is what iree-run-module prints: `EXEC @F`, then `result[N]: i32=7`
 lines. `--output=` takes `-`, `` (skip), `@file.npy`, `+file.npy`, `@file.bin`
 and `+file.bin`; `--expected_output=` compares the results and exits 1 on a
 mismatch. `--device`, `--output_max_element_count` (alias
-`--print_max_element_count`), `--print_statistics`, `--module_mode` and
-`--parameters` are accepted so iree-run-module command lines work unchanged;
-they change nothing for scalar functions. Modules importing `yieldable_test`
+`--print_max_element_count`), `--print_statistics` and `--module_mode` are
+accepted so iree-run-module command lines work unchanged; they change nothing
+for scalar functions. `--parameters=[SCOPE=]FILE` (.irpa, .safetensors, .gguf;
+repeatable) feeds the io_parameters module of modules importing it, with the
+files mapped (`--parameter_mode=mmap`, the default), read (`file`) or
+preloaded (`preload`). Modules importing `yieldable_test`
 get vmrt's twin of upstream's test module. Tensors (!hal.buffer_view) need the
 HAL module, which vmrt does not have yet: they fail with one UNIMPLEMENTED line.
 """
@@ -40,7 +43,6 @@ NATIVE_MODULES = {
 _PENDING_NATIVE_MODULES = {
     "hal_inline": "the inline HAL module",
     "hal_loader": "the HAL loader module",
-    "io_parameters": "the parameters module (it works on HAL buffers)",
 }
 
 
@@ -57,6 +59,12 @@ def add_arguments(parser) -> None:
                              "`+f.bin` write or append")
     parser.add_argument("--expected_output", action="append", default=[], metavar="VALUE",
                         help="compare results against these values (`(ignored)` skips one)")
+    parser.add_argument("--trace_execution", nargs="?", const="true", default="false",
+                        metavar="BOOL", help="trace every executed VM op, with its operand "
+                                             "values, to stderr (iree-run-module's format)")
+    parser.add_argument("--profile", nargs="?", const="true", default="false", metavar="BOOL",
+                        help="count executed VM instructions and time per function; the "
+                             "table goes to stderr")
     ignored = parser.add_argument_group("accepted for iree-run-module compatibility (no "
                                         "effect on scalar functions)")
     ignored.add_argument("--device", action="append", default=[], metavar="URI")
@@ -65,7 +73,13 @@ def add_arguments(parser) -> None:
     ignored.add_argument("--print_statistics", nargs="?", const="true", default="false",
                          metavar="BOOL")
     ignored.add_argument("--module_mode", default="preload", choices=("preload", "mmap"))
-    ignored.add_argument("--parameters", action="append", default=[], metavar="SCOPE=FILE")
+    params = parser.add_argument_group("parameters (modules importing io_parameters)")
+    params.add_argument("--parameters", action="append", default=[], metavar="[SCOPE=]FILE",
+                        help="a parameter archive (.irpa, .safetensors, .gguf) for SCOPE "
+                             "(the global scope without `SCOPE=`); repeatable")
+    params.add_argument("--parameter_mode", default="mmap", choices=("mmap", "file", "preload"),
+                        help="map parameter files (zero-copy loads), read them with pread, "
+                             "or read them whole into memory up front")
 
 
 # ---------------------------------------------------------------------------
@@ -93,8 +107,10 @@ def _load(spec: str):
         raise error.annotate(f"loading bytecode module at '{path}'")
 
 
-def native_modules_for(modules, paths, device: str = "local-sync") -> list:
+def native_modules_for(modules, paths, device: str = "local-sync", parameters=None) -> list:
     """Native modules to register ahead of `modules`, from what they import.
+
+    `parameters` (a vmrt.io.ParameterScopes, or None for none) feeds io_parameters.
 
     A required import of a native module vmrt does not have yet (the HAL) is
     an UNIMPLEMENTED error naming the module file.
@@ -113,6 +129,11 @@ def native_modules_for(modules, paths, device: str = "local-sync") -> list:
                 from vmrt.modules.hal import HalModule
                 natives.append(HalModule(device=device, host_arrays=False))
                 provided.add(name)
+            elif name == "io_parameters":
+                from vmrt.io import ParameterScopes
+                from vmrt.modules.io_parameters import IoParametersModule
+                natives.append(IoParametersModule(parameters or ParameterScopes()))
+                provided.add(name)
             elif name in NATIVE_MODULES:
                 python_module, class_name = NATIVE_MODULES[name]
                 natives.append(getattr(importlib.import_module(python_module), class_name)())
@@ -124,6 +145,18 @@ def native_modules_for(modules, paths, device: str = "local-sync") -> list:
                     "(!hal.buffer_view) are unsupported until the HAL lands")
         provided.add(module.name)
     return natives
+
+
+def load_parameters(specs, mode: str = "mmap"):
+    """The ParameterScopes of `--parameters` values, as iree-run-module builds them."""
+    from vmrt.io import ParameterScopes
+    scopes = ParameterScopes()
+    for spec in specs:
+        try:
+            scopes.add_spec(spec, mode=mode)
+        except VmrtError as error:
+            raise error.annotate(f"loading parameters from `{spec}`")
+    return scopes
 
 
 def resolve_function(context: Context, main, name: str) -> Function:
@@ -294,6 +327,45 @@ def check_expected(results: list, kinds: list[str], fragment: str, specs: list[s
 
 
 # ---------------------------------------------------------------------------
+# Tracing and profiling
+# ---------------------------------------------------------------------------
+def _flag_on(value: str) -> bool:
+    if value.lower() in ("true", "1", "yes", "on"):
+        return True
+    if value.lower() in ("false", "0", "no", "off"):
+        return False
+    raise VmrtError(f"invalid boolean flag value '{value}'", StatusCode.INVALID_ARGUMENT)
+
+
+def execution_hooks(args) -> list:
+    """The hooks --trace_execution and --profile ask for (none: plain, uninstrumented code)."""
+    hooks = []
+    if _flag_on(getattr(args, "trace_execution", "false")):
+        from vmrt.asm.trace import Tracer
+        hooks.append(Tracer())
+    if _flag_on(getattr(args, "profile", "false")):
+        from vmrt.vm.hooks import Profiler
+        hooks.append(Profiler())
+    return hooks
+
+
+class _profile_report:
+    """Prints the profile table to stderr when the run ends, failed or not."""
+
+    def __init__(self, hooks):
+        self.profilers = [h for h in hooks if hasattr(h, "report")]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for profiler in self.profilers:
+            sys.stdout.flush()
+            sys.stderr.write(profiler.report())
+        return False
+
+
+# ---------------------------------------------------------------------------
 # The subcommand
 # ---------------------------------------------------------------------------
 def run(args) -> int:
@@ -306,11 +378,14 @@ def run(args) -> int:
     if device not in ("local-sync", "local-task"):
         raise VmrtError(f"device '{device}' is not available (vmrt has local-sync and "
                         "local-task)", StatusCode.NOT_FOUND)
-    natives = native_modules_for(modules, [path for _, path in loaded], device)
+    natives = native_modules_for(modules, [path for _, path in loaded], device,
+                                 load_parameters(args.parameters, args.parameter_mode))
     hal = next((n for n in natives if n.name == "hal"), None)
     out = sys.stdout
     from vmrt.hal.buffer_view_io import InputStreams
-    with Context(Instance(), natives + modules) as context, InputStreams() as streams:
+    hooks = execution_hooks(args)
+    with Context(Instance(), natives + modules, hooks=hooks) as context, \
+            InputStreams() as streams, _profile_report(hooks):
         function = resolve_function(context, modules[-1], args.function)
         kinds = fio.result_kinds(function.results)
         try:
