@@ -17,8 +17,10 @@ for scalar functions. `--parameters=[SCOPE=]FILE` (.irpa, .safetensors, .gguf;
 repeatable) feeds the io_parameters module of modules importing it, with the
 files mapped (`--parameter_mode=mmap`, the default), read (`file`) or
 preloaded (`preload`). Modules importing `yieldable_test`
-get vmrt's twin of upstream's test module. Tensors (!hal.buffer_view) need the
-HAL module, which vmrt does not have yet: they fail with one UNIMPLEMENTED line.
+get vmrt's twin of upstream's test module; modules importing `hal` get the host
+HAL (`--device=local-sync|local-task`). `--trace_execution` prints every executed
+op with its operand values to stderr (upstream's tracing format) and `--profile`
+prints instructions and time per function to stderr when the run ends.
 """
 
 from __future__ import annotations

@@ -35,8 +35,9 @@ class Limits:
     max_memory: bytes held by live vm.buffer / vm.list allocations of the VM
         code (and by native modules that report theirs, e.g. HAL buffers)
         (RESOURCE_EXHAUSTED when an allocation would exceed it).
-    timeout: seconds each outermost call may run (DEADLINE_EXCEEDED); see also
-        `Context.set_deadline` for an absolute deadline.
+    timeout: seconds each outermost call may run (DEADLINE_EXCEEDED), counted
+        from its first check point (at most a fuel slice, ~2 ms of work, after it
+        starts); see also `Context.set_deadline` for an absolute deadline.
     """
 
     fuel: int | None = None
@@ -60,21 +61,23 @@ _ENTRY_MAKERS: dict[int, types.CodeType] = {}
 
 def _entry_maker(arity: int) -> types.CodeType:
     """Code of make(fn, static_cost, begin_call, refill) -> an entry taking `arity`
-    arguments, with FUEL, CUR and WATCH (an outermost call must run begin_call)
-    free: bound to a context's cells, the entry uses them as directly as
+    arguments, with FUEL, CUR, WATCH (an outermost call must run begin_call) and
+    FRESH (an outermost call started since the last refill) free: bound to a context's cells, the entry uses them as directly as
     generated code does (no *args: an entry costs ~0.15 us, not ~0.5)."""
     code = _ENTRY_MAKERS.get(arity)
     if code is None:
         params = ", ".join(f"a{i}" for i in range(arity))
         source = f"""
 def scope():
-    FUEL = CUR = WATCH = None
+    FUEL = CUR = WATCH = FRESH = None
     def make(fn, static_cost, begin_call, refill):
         def call({params}):
-            nonlocal FUEL, CUR
+            nonlocal FUEL, CUR, FRESH
             base = CUR
-            if WATCH and not base:
-                begin_call()
+            if not base:
+                FRESH = True
+                if WATCH:
+                    begin_call()
             if static_cost:
                 FUEL -= static_cost
                 if FUEL < 0:
@@ -110,8 +113,9 @@ class Meter:
         self.limits = limits
         # Shared by the context's generated code (vmrt.vm.codegen) and entries.
         self.cells = {"FUEL": types.CellType(0), "CUR": types.CellType(0),
-                      "WATCH": types.CellType(False)}
+                      "WATCH": types.CellType(False), "FRESH": types.CellType(False)}
         self.fuel_cell, self._watch_cell = self.cells["FUEL"], self.cells["WATCH"]
+        self._fresh_cell = self.cells["FRESH"]
         self.reserve = limits.fuel
         self.max_depth = min(limits.max_depth if limits.max_depth is not None
                              else default_max_depth, MAX_SUPPORTED_DEPTH)
@@ -131,8 +135,8 @@ class Meter:
 
     # -- fuel, deadline, cancellation ---------------------------------------------------------
     def _watch(self) -> None:
-        self._watch_cell.cell_contents = bool(
-            self._cancelled or self.timeout is not None or self._deadline is not None)
+        # A timeout alone needs nothing at entry: see begin_call.
+        self._watch_cell.cell_contents = bool(self._cancelled or self._deadline is not None)
 
     @property
     def cancelled(self) -> bool:
@@ -170,6 +174,8 @@ class Meter:
         """Generated code's slow path: FUEL went negative after charging `cost`."""
         cell = self.fuel_cell
         fuel = cell.cell_contents
+        if self._fresh_cell.cell_contents:
+            self._start_timeout()
         error = self._interruption()
         reserve = self.reserve
         if error is None and reserve is not None and reserve + fuel < 0:
@@ -206,11 +212,21 @@ class Meter:
             return VMError("the deadline passed", StatusCode.DEADLINE_EXCEEDED)
         return None
 
-    def begin_call(self) -> None:
-        """An outermost call starts: its timeout starts, and a cancelled or late
-        context refuses it at once."""
+    def _start_timeout(self) -> None:
+        """An outermost call began since the last refill: its timeout runs from now.
+
+        Entries only raise the FRESH flag (reading the clock on every call from the
+        host would double the cost of a short call), so a call's timeout starts
+        at its first check point: at most one fuel slice, about SLICE_SECONDS of
+        work, after the call began.
+        """
+        self._fresh_cell.cell_contents = False
         if self.timeout is not None:
             self.call_deadline = time.monotonic() + self.timeout
+
+    def begin_call(self) -> None:
+        """An outermost call starts in a cancelled context or one with an absolute
+        deadline: refuse it at once if cancelled or late."""
         if self._cancelled or self._deadline is not None:
             error = self._interruption()
             if error is not None:
