@@ -38,13 +38,24 @@ def parse_inputs(arguments: str, inputs: list[str], device, streams) -> list:
     return values
 
 
-def run(vmfb: str, function: str, flags: list[str], device: str = "local-sync") -> list[str]:
-    """Output lines of one invocation; raises VmrtError on failure."""
+def run(vmfb: str, function: str, flags: list[str], device: str = "local-sync",
+        parameters=None) -> list[str]:
+    """Output lines of one invocation; raises VmrtError on failure.
+
+    `parameters` maps scopes to archives for an io_parameters module."""
     inputs = [f.split("=", 1)[1] for f in flags if f.startswith("--input=")]
     hal = HalModule(device=device, host_arrays=False)
     module = vmrt.load_module(vmfb)
+    natives = [hal]
+    if parameters:
+        from vmrt.io import ParameterScopes
+        from vmrt.modules.io_parameters import IoParametersModule
+        scopes = ParameterScopes()
+        for scope, path in parameters.items():
+            scopes.add_file(str(path), scope)
+        natives.append(IoParametersModule(scopes))
     try:
-        with vmrt.Context(modules=[hal, module]) as ctx:
+        with vmrt.Context(modules=[*natives, module]) as ctx:
             fn = ctx.function(f"{module.name}.{function}")
             arguments, results = cconv_mod.split_fragments(fn.cconv)
             with InputStreams() as streams:

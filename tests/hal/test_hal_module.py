@@ -149,11 +149,10 @@ def _same_output(got: list[str], expected: list[str]) -> bool:
 @pytest.mark.parametrize("name,line", _RUNS)
 def test_corpus_run(corpus, device, name, line):
     module = next(m for m in corpus if m.name == name)
-    if module.parameters:
-        pytest.skip("needs the io_parameters module (parameter archives)")
     recorded = next(r for r in module.runs if r.line == line)
     try:
-        output, error = run(str(module.vmfb), recorded.function, recorded.flags, device), None
+        output, error = run(str(module.vmfb), recorded.function, recorded.flags, device,
+                            module.parameters), None
     except vmrt.VmrtError as exc:
         output, error = None, exc
     where = f"{module.sidecar}:{line}"
