@@ -21,12 +21,17 @@ _USAGE_ADDED = int(BufferUsage.MAPPING_SCOPED | BufferUsage.MAPPING_PERSISTENT |
                    BufferUsage.MAPPING_ACCESS_RANDOM | BufferUsage.TRANSFER)
 _BASE_COMPATIBILITY = int(BufferCompatibility.ALLOCATABLE | BufferCompatibility.IMPORTABLE |
                           BufferCompatibility.EXPORTABLE)
+_ALLOCATABLE = int(BufferCompatibility.ALLOCATABLE)
+_IMPORTABLE = int(BufferCompatibility.IMPORTABLE)
+_QUEUE_TRANSFER = int(BufferCompatibility.QUEUE_TRANSFER)
+_QUEUE_DISPATCH = int(BufferCompatibility.QUEUE_DISPATCH)
+_DEFAULT_USAGE = int(BufferUsage.DEFAULT)
+_ACCESS_ALL = int(MemoryAccess.ALL)
 
 
 def canonical_params(memory_type: int, usage: int, access: int = 0) -> tuple[int, int, int]:
     """iree_hal_buffer_params_canonicalize: zero fields take their defaults."""
-    return (memory_type or _OPTIMAL, usage or int(BufferUsage.DEFAULT),
-            access or int(MemoryAccess.ALL))
+    return memory_type or _OPTIMAL, usage or _DEFAULT_USAGE, access or _ACCESS_ALL
 
 
 @dataclass
@@ -35,6 +40,18 @@ class AllocatorStatistics:
     device_bytes_allocated: int = 0
     buffers_allocated: int = 0
     buffers_imported: int = 0
+
+
+def queue_compatibility(memory_type: int, usage: int) -> int:
+    """The compatibility bits of query_compatibility alone (command buffers
+    validate every recorded binding with it)."""
+    compatibility = _BASE_COMPATIBILITY
+    if memory_type & _DEVICE_VISIBLE == _DEVICE_VISIBLE:
+        if usage & _USAGE_TRANSFER:
+            compatibility |= _QUEUE_TRANSFER
+        if usage & _USAGE_DISPATCH:
+            compatibility |= _QUEUE_DISPATCH
+    return compatibility
 
 
 class HeapAllocator(RefObject):
@@ -51,21 +68,15 @@ class HeapAllocator(RefObject):
 
     def query_compatibility(self, memory_type: int, usage: int) -> tuple[int, int, int]:
         """(compatibility bits, memory type, usage) a buffer with these params gets."""
-        compatibility = _BASE_COMPATIBILITY
-        if memory_type & _DEVICE_VISIBLE == _DEVICE_VISIBLE:
-            if usage & _USAGE_TRANSFER:
-                compatibility |= int(BufferCompatibility.QUEUE_TRANSFER)
-            if usage & _USAGE_DISPATCH:
-                compatibility |= int(BufferCompatibility.QUEUE_DISPATCH)
-        # Host memory is always mappable; OPTIMAL is only an allocation hint.
-        memory_type = (memory_type | _HOST_VISIBLE) & ~_OPTIMAL
-        return compatibility, memory_type, usage | _USAGE_ADDED
+        return (queue_compatibility(memory_type, usage),
+                # Host memory is always mappable; OPTIMAL is only an allocation hint.
+                (memory_type | _HOST_VISIBLE) & ~_OPTIMAL, usage | _USAGE_ADDED)
 
     def allocate_buffer(self, memory_type: int, usage: int, size: int, access: int = 0,
                         queue_affinity: int = -1) -> Buffer:
         memory_type, usage, access = canonical_params(memory_type, usage, access)
         compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
-        if not compatibility & int(BufferCompatibility.ALLOCATABLE):
+        if not compatibility & _ALLOCATABLE:
             raise HalError("allocator cannot allocate a buffer with the given parameters",
                            StatusCode.INVALID_ARGUMENT)
         buffer = Buffer.allocate(size, memory_type, access, usage, queue_affinity)
@@ -79,7 +90,7 @@ class HeapAllocator(RefObject):
         """Wraps host memory (anything with the buffer protocol) without copying."""
         memory_type, usage, access = canonical_params(memory_type, usage, access)
         compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
-        if not compatibility & int(BufferCompatibility.IMPORTABLE):
+        if not compatibility & _IMPORTABLE:
             raise HalError("allocator cannot import a buffer with the given parameters",
                            StatusCode.INVALID_ARGUMENT)
         buffer = Buffer.wrap(memory, memory_type, access, usage, queue_affinity)

@@ -13,9 +13,9 @@ import math
 import struct
 
 from vmrt.errors import StatusCode
-from vmrt.hal.allocator import HeapAllocator
+from vmrt.hal.allocator import HeapAllocator, queue_compatibility
 from vmrt.hal.buffer import (
-    MAPPING_MODE_PERSISTENT, buffers_overlap, calculate_range, check_fill_pattern, fill_view,
+    MAPPING_MODE_PERSISTENT, buffers_overlap, calculate_range, fill_view,
     validate_access, validate_memory_type, validate_usage,
 )
 from vmrt.hal.executable import DispatchState, Executable
@@ -34,6 +34,13 @@ _QUEUE_DISPATCH = int(BufferCompatibility.QUEUE_DISPATCH)
 _ACCESS_ANY = int(MemoryAccess.ANY)
 _ACCESS_READ = int(MemoryAccess.READ)
 _ACCESS_WRITE = int(MemoryAccess.WRITE)
+_ACCESS_READ_WRITE = int(MemoryAccess.READ | MemoryAccess.WRITE)
+_USAGE_TRANSFER_SOURCE = int(BufferUsage.TRANSFER_SOURCE)
+_USAGE_TRANSFER_TARGET = int(BufferUsage.TRANSFER_TARGET)
+_USAGE_DISPATCH_STORAGE = int(BufferUsage.DISPATCH_STORAGE)
+_USAGE_INDIRECT_PARAMETERS = int(BufferUsage.DISPATCH_INDIRECT_PARAMETERS)
+_CUSTOM_ARGUMENTS = int(CUSTOM_ARGUMENTS)
+_UNVALIDATED = int(CommandBufferMode.UNVALIDATED)
 _WORKGROUP_COUNT = struct.Struct("<3I")
 
 
@@ -53,14 +60,16 @@ class Requirements:
         self.max_byte_offset = max_byte_offset
         self.alignment = alignment
 
-    def merge(self, other: "Requirements") -> None:
-        self.compatibility |= other.compatibility
-        self.usage |= other.usage
-        self.access |= other.access
-        self.memory_type |= other.memory_type
-        self.max_byte_offset = max(self.max_byte_offset, other.max_byte_offset)
-        if other.alignment:
-            self.alignment = math.lcm(self.alignment or 1, other.alignment)
+    def merge(self, compatibility: int, usage: int, access: int, memory_type: int,
+              max_byte_offset: int, alignment: int) -> None:
+        self.compatibility |= compatibility
+        self.usage |= usage
+        self.access |= access
+        self.memory_type |= memory_type
+        if max_byte_offset > self.max_byte_offset:
+            self.max_byte_offset = max_byte_offset
+        if alignment:
+            self.alignment = math.lcm(self.alignment or 1, alignment)
 
 
 def validate_binding(allocator: HeapAllocator, buffer, offset: int, length: int,
@@ -90,6 +99,28 @@ def validate_binding(allocator: HeapAllocator, buffer, offset: int, length: int,
         raise HalError("binding offset does not match the required alignment of one or more "
                        f"command (offset={offset}, min_byte_alignment={req.alignment})",
                        StatusCode.INVALID_ARGUMENT)
+
+
+def validate_direct_binding(buffer, compatibility: int, usage: int, access: int,
+                            memory_type: int) -> None:
+    """validate_binding of a direct reference when it is recorded. Its binding
+    is the buffer from 0 to the reference's end, so only the buffer's own
+    properties can fail here (the range is checked when the command runs).
+    Only the heap allocator exists, so its compatibility rule is used directly."""
+    allowed_usage = buffer.allowed_usage
+    if queue_compatibility(buffer.memory_type, allowed_usage & usage) & compatibility != \
+            compatibility:
+        raise HalError("requested buffer usage is not supported for the buffer on this queue; "
+                       f"buffer allows usage {format_buffer_usage(allowed_usage)}, "
+                       f"operation requires {format_buffer_usage(usage)}",
+                       StatusCode.PERMISSION_DENIED)
+    if allowed_usage & usage != usage:
+        validate_usage(allowed_usage, usage)
+    if not access & _ACCESS_ANY and (not access & _ACCESS_READ_WRITE or
+                                     buffer.allowed_access & access != access):
+        validate_access(buffer.allowed_access, access)
+    if buffer.memory_type & memory_type != memory_type:
+        validate_memory_type(buffer.memory_type, memory_type)
 
 
 def resolve_ref(table, ref) -> tuple[object, int, int]:
@@ -218,7 +249,7 @@ class CommandBuffer(RefObject):
 
     __slots__ = ("allocator", "mode", "categories", "queue_affinity", "binding_capacity",
                  "binding_count", "commands", "slot_requirements", "_began", "_ended",
-                 "_debug_depth", "_validate")
+                 "_debug_depth", "_validate", "_open", "_regions")
 
     def __init__(self, allocator: HeapAllocator, mode: int, categories: int,
                  queue_affinity: int = -1, binding_capacity: int = 0):
@@ -233,7 +264,9 @@ class CommandBuffer(RefObject):
         self._began = False
         self._ended = False
         self._debug_depth = 0
-        self._validate = not mode & int(CommandBufferMode.UNVALIDATED)
+        self._validate = not mode & _UNVALIDATED
+        self._open = False  # between begin() and end(): the fast path of recording checks
+        self._regions = None
 
     def __repr__(self) -> str:
         return f"<hal.command_buffer {len(self.commands)} commands>"
@@ -251,6 +284,7 @@ class CommandBuffer(RefObject):
             raise HalError("command buffer is already in a recording state",
                            StatusCode.FAILED_PRECONDITION)
         self._began = True
+        self._open = True
 
     def end(self) -> None:
         if self._debug_depth != 0:
@@ -260,6 +294,7 @@ class CommandBuffer(RefObject):
             raise HalError("command buffer is not in a recording state",
                            StatusCode.FAILED_PRECONDITION)
         self._ended = True
+        self._open = False
 
     def _check_recording(self, categories: int) -> None:
         if not self._began or self._ended:
@@ -271,21 +306,26 @@ class CommandBuffer(RefObject):
                            f"{format_command_category(self.categories)}",
                            StatusCode.FAILED_PRECONDITION)
 
-    def _require(self, ref, req: Requirements) -> None:
-        buffer, slot, offset, length = ref
+    def _require(self, ref, compatibility: int, usage: int, access: int, memory_type: int,
+                 alignment: int = 0) -> None:
+        """Validates a direct reference now; an indirect one adds what it needs
+        to its slot's requirements, checked against the binding table at submission."""
+        buffer = ref[0]
         if buffer is not None:
-            validate_binding(self.allocator, buffer, 0, offset + length if length != WHOLE_BUFFER
-                             else WHOLE_BUFFER, req)
+            if usage:  # (advise_buffer requires nothing)
+                validate_direct_binding(buffer, compatibility, usage, access, memory_type)
             return
+        slot = ref[1]
         if slot >= self.binding_capacity:
             raise HalError(f"indirect buffer reference slot {slot} is out range of the declared "
                            f"binding capacity of the command buffer {self.binding_capacity}",
                            StatusCode.OUT_OF_RANGE)
-        self.binding_count = max(self.binding_count, slot + 1)
+        if slot >= self.binding_count:
+            self.binding_count = slot + 1
         merged = self.slot_requirements.get(slot)
         if merged is None:
             self.slot_requirements[slot] = merged = Requirements()
-        merged.merge(req)
+        merged.merge(compatibility, usage, access, memory_type, _end(ref), alignment)
 
     # -- commands ---------------------------------------------------------------------------------
     def begin_debug_group(self, label: str) -> None:
@@ -298,17 +338,18 @@ class CommandBuffer(RefObject):
 
     def execution_barrier(self, source_stage_mask: int = 0, target_stage_mask: int = 0,
                           flags: int = 0) -> None:
-        self._check_recording(0)
+        if not self._open:
+            self._check_recording(0)
         self.commands.append(_BARRIER)
 
     def advise_buffer(self, ref, flags: int = 0, arg0: int = 0, arg1: int = 0) -> None:
         self._check_recording(_TRANSFER)
         if self._validate:
-            self._require(ref, Requirements(memory_type=_DEVICE_VISIBLE,
-                                            max_byte_offset=_end(ref)))
+            self._require(ref, 0, 0, 0, _DEVICE_VISIBLE)
 
     def fill_buffer(self, target, pattern: bytes, flags: int = 0) -> None:
-        self._check_recording(_TRANSFER)
+        if not (self._open and self.categories & _TRANSFER):
+            self._check_recording(_TRANSFER)
         size = len(pattern)
         if size not in (1, 2, 4):
             raise HalError("fill value length is not one of the supported values "
@@ -319,34 +360,31 @@ class CommandBuffer(RefObject):
                            f"of one or more command (offset={offset}, length={length}, "
                            f"pattern_length={size})", StatusCode.INVALID_ARGUMENT)
         if self._validate:
-            self._require(target, Requirements(
-                _QUEUE_TRANSFER, int(BufferUsage.TRANSFER_TARGET), _ACCESS_WRITE,
-                _DEVICE_VISIBLE, _end(target), size))
-        check_fill_pattern(size)
+            self._require(target, _QUEUE_TRANSFER, _USAGE_TRANSFER_TARGET, _ACCESS_WRITE,
+                          _DEVICE_VISIBLE, size)
         self.commands.append(FillCommand(target, bytes(pattern)))
 
     def update_buffer(self, data, target, flags: int = 0) -> None:
-        self._check_recording(_TRANSFER)
+        if not (self._open and self.categories & _TRANSFER):
+            self._check_recording(_TRANSFER)
         if self._validate:
-            self._require(target, Requirements(
-                _QUEUE_TRANSFER, int(BufferUsage.TRANSFER_TARGET), _ACCESS_WRITE,
-                _DEVICE_VISIBLE, _end(target)))
+            self._require(target, _QUEUE_TRANSFER, _USAGE_TRANSFER_TARGET, _ACCESS_WRITE,
+                          _DEVICE_VISIBLE)
         # The source is copied now: the caller's memory may change after recording.
         self.commands.append(UpdateCommand(bytes(data), target))
 
     def copy_buffer(self, source, target, flags: int = 0) -> None:
-        self._check_recording(_TRANSFER)
+        if not (self._open and self.categories & _TRANSFER):
+            self._check_recording(_TRANSFER)
         if source[3] != target[3]:
             raise HalError("copy spans between source and target must match (source_length="
                            f"{source[3]}, target_length={target[3]})",
                            StatusCode.INVALID_ARGUMENT)
         if self._validate:
-            self._require(source, Requirements(
-                _QUEUE_TRANSFER, int(BufferUsage.TRANSFER_SOURCE), _ACCESS_READ,
-                _DEVICE_VISIBLE, _end(source)))
-            self._require(target, Requirements(
-                _QUEUE_TRANSFER, int(BufferUsage.TRANSFER_TARGET), _ACCESS_WRITE,
-                _DEVICE_VISIBLE, _end(target)))
+            self._require(source, _QUEUE_TRANSFER, _USAGE_TRANSFER_SOURCE, _ACCESS_READ,
+                          _DEVICE_VISIBLE)
+            self._require(target, _QUEUE_TRANSFER, _USAGE_TRANSFER_TARGET, _ACCESS_WRITE,
+                          _DEVICE_VISIBLE)
             if source[0] is not None and target[0] is not None and buffers_overlap(
                     source[0], source[2], source[3], target[0], target[2], target[3]):
                 raise HalError("source and target ranges overlap within the same buffer",
@@ -358,8 +396,9 @@ class CommandBuffer(RefObject):
                  workgroup_count_ref=None) -> None:
         """Records a dispatch of `executable`'s function. `workgroup_count` is
         (x, y, z), or `workgroup_count_ref` names a buffer holding three u32s."""
-        self._check_recording(_DISPATCH)
-        if flags & int(CUSTOM_ARGUMENTS):
+        if not (self._open and self.categories & _DISPATCH):
+            self._check_recording(_DISPATCH)
+        if flags & _CUSTOM_ARGUMENTS:
             raise HalError("direct/indirect arguments are not supported on the local command "
                            "buffers", StatusCode.UNIMPLEMENTED)
         if len(constants) % 4:
@@ -384,16 +423,14 @@ class CommandBuffer(RefObject):
                                StatusCode.OUT_OF_RANGE)
             if self._validate:
                 ref = (workgroup_count_ref[0], workgroup_count_ref[1], offset, 12)
-                self._require(ref, Requirements(
-                    _QUEUE_DISPATCH, int(BufferUsage.DISPATCH_INDIRECT_PARAMETERS),
-                    _ACCESS_READ, _DEVICE_VISIBLE, offset + 12, 4))
+                self._require(ref, _QUEUE_DISPATCH, _USAGE_INDIRECT_PARAMETERS, _ACCESS_READ,
+                              _DEVICE_VISIBLE, 4)
         elif workgroup_count is None or len(workgroup_count) != 3:
             raise HalError("a dispatch needs three workgroup counts", StatusCode.INVALID_ARGUMENT)
         if self._validate:
             for ref in bindings:
-                self._require(ref, Requirements(
-                    _QUEUE_DISPATCH, int(BufferUsage.DISPATCH_STORAGE), _ACCESS_ANY,
-                    _DEVICE_VISIBLE, _end(ref)))
+                self._require(ref, _QUEUE_DISPATCH, _USAGE_DISPATCH_STORAGE, _ACCESS_ANY,
+                              _DEVICE_VISIBLE)
         self.commands.append(DispatchCommand(
             executable, function,
             tuple(int(c) & 0xFFFFFFFF for c in workgroup_count) if workgroup_count else None,
@@ -420,7 +457,11 @@ class CommandBuffer(RefObject):
                 validate_binding(self.allocator, buffer, offset, length, req)
 
     def regions(self) -> list[list]:
-        """The commands split at barriers: commands of one region may run concurrently."""
+        """The commands split at barriers: commands of one region may run concurrently.
+        Computed once when finalized (reusable command buffers run many times);
+        callers must not modify the lists."""
+        if self._regions is not None:
+            return self._regions
         regions: list[list] = [[]]
         for command in self.commands:
             if command is _BARRIER:
@@ -430,6 +471,8 @@ class CommandBuffer(RefObject):
                 regions[-1].append(command)
         if not regions[-1]:
             regions.pop()
+        if self._ended:
+            self._regions = regions
         return regions
 
 

@@ -83,7 +83,7 @@ class Device(RefObject):
 
     def create_fence(self) -> Fence:
         """A fence over a new semaphore, reached at value 1 (hal.fence.create)."""
-        return Fence([(Semaphore(0), 1)])
+        return Fence.at(Semaphore(0), 1)
 
     def create_command_buffer(self, mode: int, categories: int, queue_affinity: int = -1,
                               binding_capacity: int = 0) -> CommandBuffer:

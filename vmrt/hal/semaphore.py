@@ -25,6 +25,9 @@ def copy_error(error: VmrtError) -> HalError:
 #: One condition for every semaphore: state changes are rare and short, and a
 #: per-semaphore Condition costs more to create than a whole queue operation.
 _CHANGED = threading.Condition(threading.Lock())
+#: Threads blocked in _CHANGED.wait() (changed under _CHANGED): signals skip
+#: notify_all, a few Python calls, when nobody waits.
+_waiting = 0
 
 
 def deadline_after(timeout_seconds: float | None) -> float | None:
@@ -72,10 +75,13 @@ class Semaphore(RefObject):
                                f"value is {self._value}, attempted to signal {value}",
                                StatusCode.OUT_OF_RANGE)
             self._value = value
-            ready = [cb for v, cb in self._timepoints if v <= value]
-            if ready:
-                self._timepoints = [(v, cb) for v, cb in self._timepoints if v > value]
-            _CHANGED.notify_all()
+            ready = ()
+            if self._timepoints:
+                ready = [cb for v, cb in self._timepoints if v <= value]
+                if ready:
+                    self._timepoints = [(v, cb) for v, cb in self._timepoints if v > value]
+            if _waiting:
+                _CHANGED.notify_all()
         for callback in ready:
             callback(None)
 
@@ -87,13 +93,15 @@ class Semaphore(RefObject):
             self._failure = error
             ready = [cb for _, cb in self._timepoints]
             self._timepoints = []
-            _CHANGED.notify_all()
+            if _waiting:
+                _CHANGED.notify_all()
         for callback in ready:
             callback(copy_error(error))
 
     def wait(self, value: int, deadline: float | None = None) -> None:
         """Blocks until `value` is reached; DEADLINE_EXCEEDED past `deadline`
         (a time.monotonic() value; None waits forever)."""
+        global _waiting
         with _CHANGED:
             while True:
                 if self._failure is not None:
@@ -101,13 +109,17 @@ class Semaphore(RefObject):
                 if self._value >= value:
                     return
                 if deadline is None:
-                    _CHANGED.wait()
+                    remaining = None
                 else:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise HalError("timeout waiting on semaphore",
                                        StatusCode.DEADLINE_EXCEEDED)
+                _waiting += 1
+                try:
                     _CHANGED.wait(remaining)
+                finally:
+                    _waiting -= 1
 
     def on_reached(self, value: int, callback) -> None:
         """Calls `callback(None)` once `value` is reached, or `callback(error)`
@@ -129,6 +141,13 @@ class Fence(RefObject):
         self.timepoints: dict[Semaphore, int] = {}
         for semaphore, value in timepoints:
             self.insert(semaphore, value)
+
+    @classmethod
+    def at(cls, semaphore: Semaphore, value: int) -> "Fence":
+        """A fence of one timepoint (hal.fence.create makes one per call)."""
+        fence = cls()
+        fence.timepoints[semaphore] = value
+        return fence
 
     def __repr__(self) -> str:
         return f"<hal.fence {len(self.timepoints)} timepoints>"

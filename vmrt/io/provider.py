@@ -201,12 +201,16 @@ class IndexProvider(ParameterProvider):
         """Resolves and checks every span; slot 0, or slot i for span i of a load."""
         lookup = self.index.lookup
         moves = []
+        checked_file = None  # spans of one call mostly share a file: check its access once
         for slot, span in enumerate(spans):
             if type(span) is not ParameterSpan:
                 span = as_span(span)
             key, parameter_offset, buffer_offset, length = span
             entry = lookup(key)
-            _check_access(entry, write)
+            file = entry.file
+            if file is not checked_file or file is None or entry.pattern is not None:
+                _check_access(entry, write)
+                checked_file = file
             if parameter_offset + length > entry.length:
                 check_span(entry, parameter_offset, length)
             if buffer_size is None:  # a load: one new buffer per span
@@ -223,8 +227,8 @@ class IndexProvider(ParameterProvider):
                 moves.append(Move(None, 0, slot, buffer_offset, length, entry.pattern,
                                   parameter_offset))
             else:
-                moves.append(Move(entry.file, entry.offset + parameter_offset, slot,
-                                  buffer_offset, length))
+                moves.append(Move(file, entry.offset + parameter_offset, slot, buffer_offset,
+                                  length))
         return moves
 
     def plan_gather(self, scope, spans, target_size: int) -> TransferPlan:
@@ -245,10 +249,18 @@ class IndexProvider(ParameterProvider):
         moves = self._moves(spans, False, None, "load")
         lent: list = [None] * len(moves)
         copies = []
+        contents = {}  # read-only view of each lending file's bytes
         for move in moves:
             handle = move.handle
             if views and handle is not None and handle.mode is not FileMode.FILE:
-                lent[move.slot] = handle.view(move.file_offset, move.length).toreadonly()
+                whole = contents.get(handle)
+                if whole is None:
+                    whole = contents[handle] = handle.contents().toreadonly()
+                start = move.file_offset
+                end = start + move.length
+                if end > whole.nbytes:
+                    handle.view(start, move.length)  # raises (the file shrank)
+                lent[move.slot] = whole[start:end]
             else:
                 copies.append(move)
         return lent, TransferPlan(READ, copies)

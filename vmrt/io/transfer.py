@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import mmap
+import operator
 import os
 import threading
 from array import array
@@ -202,23 +203,32 @@ def _handles(moves) -> list[FileHandle]:
     return list(seen.values())
 
 
+_FILE_ORDER = operator.itemgetter(1, 2, 3)  # file_offset, slot, buffer_offset
+
+
 def coalesce(moves: Sequence[Move]) -> list[Move]:
     """Moves in file order, with neighbours adjacent in both file and buffer merged.
 
     Splats keep their given order after the file moves; empty moves are dropped.
     """
-    files = sorted((m for m in moves if m.handle is not None and m.length),
-                   key=lambda m: (id(m.handle), m.file_offset, m.slot, m.buffer_offset))
+    files = [m for m in moves if m.handle is not None and m.length]
+    if len({id(m.handle) for m in files}) > 1:
+        files.sort(key=lambda m: (id(m.handle), m.file_offset, m.slot, m.buffer_offset))
+    else:  # one file (the usual case): a C key function
+        files.sort(key=_FILE_ORDER)
     merged: list[Move] = []
+    first, length = None, 0  # the run being merged: its first move and total length
     for move in files:
-        if merged:
-            last = merged[-1]
-            if (last.handle is move.handle and last.slot == move.slot
-                    and last.file_offset + last.length == move.file_offset
-                    and last.buffer_offset + last.length == move.buffer_offset):
-                merged[-1] = last._replace(length=last.length + move.length)
-                continue
-        merged.append(move)
+        if (first is not None and move.handle is first.handle and move.slot == first.slot
+                and first.file_offset + length == move.file_offset
+                and first.buffer_offset + length == move.buffer_offset):
+            length += move.length
+            continue
+        if first is not None:
+            merged.append(first if length == first.length else first._replace(length=length))
+        first, length = move, move.length
+    if first is not None:
+        merged.append(first if length == first.length else first._replace(length=length))
     merged.extend(m for m in moves if m.handle is None and m.length)
     return merged
 

@@ -56,6 +56,9 @@ for _name, _cls in (("hal.allocator", HeapAllocator), ("hal.buffer", Buffer),
 #: The largest binding count a dispatch may pass (IREE_HAL_MODULE_MAX_DESCRIPTOR_BINDING_COUNT).
 MAX_DISPATCH_BINDINGS = 32
 _UINT32_MAX = 0xFFFFFFFF
+_READ = int(MemoryAccess.READ)
+_WRITE = int(MemoryAccess.WRITE)
+_IMMUTABLE = int(BufferUsage.SHARING_IMMUTABLE)
 
 
 # -- argument helpers ------------------------------------------------------------------------------
@@ -95,7 +98,9 @@ def _i32(value: int) -> int:
 
 def _ref(buffer, slot: int, offset: int, length: int):
     """A command buffer reference: direct when `buffer` is given, else slot `slot`."""
-    return (_deref_or_null(buffer, Buffer, "buffer"), _u32(slot), offset, length)
+    if buffer is not None and not isinstance(buffer, Buffer):
+        raise null_ref_error("buffer", buffer)
+    return buffer, slot & _UINT32_MAX, offset, length
 
 
 class _MemoryCharge:
@@ -169,14 +174,14 @@ class HalModule(NativeModule, name="hal", version=7):
         if length < 0 or offset < 0 or offset > available or offset + length > available:
             raise HalError(f"byte range out of bounds (requested {offset}-{offset + length - 1} "
                            f"of available {available})", StatusCode.INVALID_ARGUMENT)
-        immutable = usage & int(BufferUsage.SHARING_IMMUTABLE)
-        access = int(MemoryAccess.READ)
+        immutable = usage & _IMMUTABLE
+        access = _READ
         if not source.access & ACCESS_MUTABLE:
             if not immutable:
                 raise HalError("source buffer is immutable and can only be imported for "
                                "constant usage", StatusCode.PERMISSION_DENIED)
         elif not immutable:
-            access |= int(MemoryAccess.WRITE)
+            access |= _WRITE
         try:
             return allocator.import_buffer(source.view[offset:offset + length],
                                            _u32(memory_types), usage, access, queue_affinity)
@@ -561,11 +566,11 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIirIIi_r", name="ex.file.from_memory")
     def ex_file_from_memory(self, device, queue_affinity, access, buffer, offset, length, flags):
         _deref(device, Device, "device")
-        if _u32(access) & ~int(MemoryAccess.READ):
+        if _u32(access) & ~_READ:
             raise HalError("only read-only memory can be accessed via a file handle (today)",
                            StatusCode.PERMISSION_DENIED)
         buffer = _deref(buffer, VMBuffer, "buffer")
-        return MemoryFile(buffer.map_ro(offset, length), int(MemoryAccess.READ))
+        return MemoryFile(buffer.map_ro(offset, length), _READ)
 
     # -- executables -------------------------------------------------------------------------------
     @export("0rIrrr_r", name="executable.create")
