@@ -78,13 +78,13 @@ def decode_spans(key_table: VMBuffer, key_data: VMBuffer,
     if not count:
         return []
     # Both layouts are little-endian host structs upstream reads in place; so do we.
-    table = key_table.view[:count * KEY_ENTRY_BYTES].cast("I")
-    values = spans.view.cast("Q")
+    table = iter(key_table.view[:count * KEY_ENTRY_BYTES].cast("I").tolist())
+    values = iter(spans.view.cast("Q").tolist())
     data = bytes(key_data.view)
     capacity = len(data)
     decoded = []
-    for i in range(count):
-        offset, length = table[2 * i], table[2 * i + 1]
+    for (offset, length), (parameter_offset, buffer_offset, span_length) in zip(
+            zip(table, table), zip(values, values, values)):
         if offset > capacity:
             raise VmrtError(
                 "attempted to access an address off the end of the valid buffer range "
@@ -96,8 +96,7 @@ def decode_spans(key_table: VMBuffer, key_data: VMBuffer,
                 f"(offset={offset}, length={length}, end(inc)={offset + length - 1}, "
                 f"data_capacity={capacity})", StatusCode.OUT_OF_RANGE)
         key = data[offset:offset + length].decode("utf-8", "surrogateescape")
-        decoded.append(ParameterSpan(key, values[3 * i], values[3 * i + 1],
-                                     values[3 * i + 2]))
+        decoded.append(ParameterSpan(key, parameter_offset, buffer_offset, span_length))
     return decoded
 
 
@@ -119,7 +118,8 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
 
     def notify(self, signal: ProviderSignal) -> None:
         """Forwards suspend/resume/low-memory to every provider (iree_vm_module notify)."""
-        self.providers.notify(ProviderSignal(signal))
+        if signal in ProviderSignal._value2member_map_:  # others (fork) are not theirs
+            self.providers.notify(ProviderSignal(signal))
 
     # -- exports -------------------------------------------------------------------------------
     @export("0rIrrrIiirrr_r")

@@ -339,6 +339,11 @@ class NativeModuleInstance(ModuleInstance):
     def deinitialize(self) -> None:
         self._release()
 
+    def notify(self, signal: int) -> None:
+        hear = getattr(self.module, "notify", None)
+        if hear is not None:
+            hear(signal)
+
     def _release(self) -> None:
         self._adapters.clear()
         state, self.state = self.state, None

@@ -4,6 +4,7 @@ by full name, exports called from Python with VM errors carrying a VM stack.
 
 from __future__ import annotations
 
+import enum
 import operator
 import struct
 import sys
@@ -52,6 +53,15 @@ class Instance:
 
 def _default_print(name: str, values) -> None:
     print(f"{name}: {', '.join(map(str, values))}", file=sys.stderr)
+
+
+class Signal(enum.IntEnum):
+    """iree_vm_signal_t: what Context.notify tells modules."""
+
+    RESUME = 0
+    SUSPEND = 1
+    LOW_MEMORY = 2
+    FORK = 3
 
 
 class Context:
@@ -253,6 +263,36 @@ class Context:
 
     def __exit__(self, *exc):
         self.close()
+
+    # -- signals ----------------------------------------------------------------------------------
+    def notify(self, signal: int) -> None:
+        """iree_vm_context_notify: tells every module of a system signal
+        (RESUME 0, SUSPEND 1, LOW_MEMORY 2, FORK 3; vmrt.vm.context.Signal).
+
+        Each module hears it twice: in its implementation (`ModuleInstance.notify`,
+        e.g. io_parameters tells its providers) and through its optional
+        `__notify(i32)` export. Resume and fork walk the modules in registration
+        order, implementation first; suspend and low memory walk them in reverse,
+        `__notify` first, so user modules return resources to the pools of the
+        system modules registered before them.
+        """
+        try:
+            signal = Signal(signal)
+        except ValueError:
+            raise VMError(f"unknown signal {signal!r}", StatusCode.INVALID_ARGUMENT) from None
+        forward = signal in (Signal.RESUME, Signal.FORK)
+        for instance in (self.instances if forward else reversed(self.instances)):
+            with self._vm_errors():
+                if forward:
+                    instance.notify(int(signal))
+                self._call_notify(instance, signal)
+                if not forward:
+                    instance.notify(int(signal))
+
+    def _call_notify(self, instance, signal: int) -> None:
+        if "__notify" not in instance.module.export_names():
+            return
+        self.run_to_completion(instance.lookup("__notify")(int(signal)))
 
     # -- errors -----------------------------------------------------------------------------------
     def _vm_errors(self):

@@ -97,6 +97,9 @@ class ModuleInstance:
     def deinitialize(self) -> None:
         """Runs at context teardown (a bytecode module's `__deinit`)."""
 
+    def notify(self, signal: int) -> None:
+        """Hears a Context.notify signal (module-internal resources); the default ignores it."""
+
     def frame_name(self, code) -> tuple[str, int | None] | None:
         """(function name, bytecode offset) for a Python code object of this
         instance's generated functions, so errors can show a VM stack."""
