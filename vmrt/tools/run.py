@@ -21,6 +21,8 @@ get vmrt's twin of upstream's test module; modules importing `hal` get the host
 HAL (`--device=local-sync|local-task`). `--trace_execution` prints every executed
 op with its operand values to stderr (upstream's tracing format) and `--profile`
 prints instructions and time per function to stderr when the run ends.
+`--fuel`, `--timeout`, `--max_memory` and `--max_depth` run the call under
+vmrt.vm.limits.Limits (a module you do not trust: one error line when one runs out).
 """
 
 from __future__ import annotations
@@ -75,6 +77,15 @@ def add_arguments(parser) -> None:
     ignored.add_argument("--print_statistics", nargs="?", const="true", default="false",
                          metavar="BOOL")
     ignored.add_argument("--module_mode", default="preload", choices=("preload", "mmap"))
+    limits = parser.add_argument_group("limits (for modules you do not trust; see vmrt.vm.limits)")
+    limits.add_argument("--fuel", type=int, metavar="N",
+                        help="instructions the call may execute (RESOURCE_EXHAUSTED beyond)")
+    limits.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="wall-clock time the call may run (DEADLINE_EXCEEDED beyond)")
+    limits.add_argument("--max_memory", type=int, metavar="BYTES",
+                        help="bytes of vm.buffer, vm.list and HAL allocations it may hold")
+    limits.add_argument("--max_depth", type=int, metavar="N",
+                        help="VM call stack depth (at most 10000)")
     params = parser.add_argument_group("parameters (modules importing io_parameters)")
     params.add_argument("--parameters", action="append", default=[], metavar="[SCOPE=]FILE",
                         help="a parameter archive (.irpa, .safetensors, .gguf) for SCOPE "
@@ -351,6 +362,16 @@ def execution_hooks(args) -> list:
     return hooks
 
 
+def _limits(args):
+    """The Limits the --fuel/--timeout/--max_memory/--max_depth flags ask for, or None."""
+    values = {name: getattr(args, name, None)
+              for name in ("fuel", "timeout", "max_memory", "max_depth")}
+    if all(value is None for value in values.values()):
+        return None
+    from vmrt.vm.limits import Limits
+    return Limits(**values)
+
+
 class _profile_report:
     """Prints the profile table to stderr when the run ends, failed or not."""
 
@@ -386,7 +407,7 @@ def run(args) -> int:
     out = sys.stdout
     from vmrt.hal.buffer_view_io import InputStreams
     hooks = execution_hooks(args)
-    with Context(Instance(), natives + modules, hooks=hooks) as context, \
+    with Context(Instance(), natives + modules, hooks=hooks, limits=_limits(args)) as context, \
             InputStreams() as streams, _profile_report(hooks):
         function = resolve_function(context, modules[-1], args.function)
         kinds = fio.result_kinds(function.results)
