@@ -101,6 +101,7 @@ class FunctionPlan:
     call_target: object = None  # callable (ordinal_or_import_bit) -> CallTarget
     options: "CodegenOptions" = None  # what to weave into the code besides the semantics
     static_cost: int | None = None  # this function is straight-line: its instruction count
+    host_entry: bool = False  # limits: the variant called from outside generated code
 
     def __post_init__(self):
         if self.options is None:
@@ -188,12 +189,14 @@ class FunctionGenerator:
     def generate(self) -> GeneratedFunction:
         plan = self.plan
         params = cconv_registers(plan.arguments)
-        entry = f"F{plan.ordinal}"
         out = self.out
         limits = plan.checkpoints
-        out.emit(0, f"def {entry}({', '.join(params + ['D'] if limits else params)}):")
+        host = limits and plan.host_entry
+        entry = f"E{plan.ordinal}" if host else f"F{plan.ordinal}"
+        out.emit(0, f"def {entry}({', '.join(params + ['D'] if limits and not host else params)}):")
         if limits:
             self.emit_limits_prologue()
+        host_body_start = len(out.lines)
         used = self.collect_registers()
         initial = [r for r in sorted(used, key=lambda n: (n[0], int(n[1:]))) if r not in params]
         i_regs = [r for r in initial if r[0] == "i"]
@@ -218,6 +221,8 @@ class FunctionGenerator:
                 self.emit_block(index, 3, in_dispatch=True)
         if plan.options.instrumented:
             self.wrap_instrumented(body_start)
+        if host and any(self.calls_in(instructions) for _, instructions in plan.blocks):
+            self.wrap_host_entry(host_body_start)
         if limits:
             self.wrap_limits_scope()
         return GeneratedFunction("\n".join(out.lines) + "\n", out.pcs, entry)
@@ -261,13 +266,27 @@ class FunctionGenerator:
 
     def emit_limits_prologue(self) -> None:
         calls = [t for _, instructions in self.plan.blocks for t in self.calls_in(instructions)]
-        cells = (["FUEL"] if self.plan.static_cost is None else []) + \
-            (["CUR"] if any(t.kind == "import" for t in calls) else [])
+        host, static = self.plan.host_entry, self.plan.static_cost
+        # A host entry restores CUR only when a call below it can move CUR.
+        restores = host and bool(calls)
+        cells = (["FUEL"] if static is None or host else []) + \
+            (["CUR"] if restores or any(t.kind == "import" for t in calls) else []) + \
+            (["FRESH"] if host else [])
         out = self.out
         out.pc = None
         if cells:
             out.emit(1, f"nonlocal {', '.join(cells)}")
-        if self.plan.static_cost is None:
+        if host:
+            # Called by the host, another module or a native module re-entering the
+            # context: the depth continues from the import call site that left it in
+            # CUR (0 for an outermost call, which starts the timeout: vmrt.vm.limits).
+            out.emit(1, "base = CUR\nif not base:\n    FRESH = True\n"
+                        "    if WATCH: BEGIN_CALL()")
+            if static is None or calls:
+                out.emit(1, "D = base + 1")
+            if static:  # a straight-line function is charged by whoever calls it
+                out.emit(1, f"FUEL -= {static}\nif FUEL < 0: REFILL({static})")
+        if static is None:
             out.emit(1, "if D > MAXD: DEPTH_EXCEEDED(D)")
         if any(t.kind == "internal" for t in calls):
             out.emit(1, "D1 = D + 1")
@@ -276,12 +295,26 @@ class FunctionGenerator:
         cost = self.block_cost(index)
         self.out.emit(indent, f"FUEL -= {cost}\nif FUEL < 0: REFILL({cost})")
 
+    def wrap_host_entry(self, body_start: int) -> None:
+        """Encloses a host entry's body in try/finally: CUR goes back to the caller's."""
+        out = self.out
+        body = ["    " + line for line in out.lines[body_start:]]
+        body_pcs = out.pcs[body_start:]
+        del out.lines[body_start:], out.pcs[body_start:]
+        out.pc = None
+        out.emit(1, "try:")
+        out.lines.extend(body)
+        out.pcs.extend(body_pcs)
+        out.pc = None
+        out.emit(1, "finally:\n    CUR = base")
+
     def wrap_limits_scope(self) -> None:
-        """Nests the function in a scope holding FUEL and CUR, so that they are
-        closure cells (the context binds its own cells: vmrt.vm.module)."""
+        """Nests the function in a scope holding FUEL, CUR, WATCH and FRESH, so that
+        they are closure cells (the context binds its own cells: vmrt.vm.module)."""
         out = self.out
         # `global`: the function's calls of itself must not find it in this scope.
-        out.lines[:] = ["def LIMITS_SCOPE(FUEL, CUR):", f"    global F{self.plan.ordinal}"] + \
+        out.lines[:] = ["def LIMITS_SCOPE(FUEL, CUR, WATCH, FRESH):",
+                        f"    global F{self.plan.ordinal}"] + \
             ["    " + line for line in out.lines]
         out.pcs[:] = [None, None] + out.pcs
 

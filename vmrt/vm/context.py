@@ -308,7 +308,7 @@ class Context:
                     named = instance.frame_name(code)
                     if named is not None:
                         name, ordinal = named
-                        pc = instance.pc_for_line(ordinal, tb.tb_lineno)
+                        pc = instance.pc_for_line(ordinal, tb.tb_lineno, code)
                         frames.append(_frame_label(instance, name, ordinal, pc))
                         break
             tb = tb.tb_next
@@ -396,7 +396,7 @@ def _failing_instruction(context: Context, tb) -> str | None:
         named = instance.frame_name(code)
         if named is not None:
             _, ordinal = named
-            pc = instance.pc_for_line(ordinal, line)
+            pc = instance.pc_for_line(ordinal, line, code)
             if pc is None:
                 return None
             descriptor = instance.module.definition.function_descriptors[ordinal]

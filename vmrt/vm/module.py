@@ -244,16 +244,19 @@ class BytecodeModule(Module):
             target.static_cost = self.static_cost(callee)
         return target
 
-    def compiled(self, ordinal: int, options: codegen.CodegenOptions = codegen.CodegenOptions()):
-        """(code object, line -> pc map, source) of a function, compiling it on first use."""
-        key = (ordinal, options)
+    def compiled(self, ordinal: int, options: codegen.CodegenOptions = codegen.CodegenOptions(),
+                 host_entry: bool = False):
+        """(code object, line -> pc map, source) of a function, compiling it on first use.
+
+        `host_entry` (with limits): the variant callers outside generated code use."""
+        key = (ordinal, options, host_entry)
         entry = self._code.get(key)
         if entry is None:
-            entry = self._compile(ordinal, options)
+            entry = self._compile(ordinal, options, host_entry)
             self._code[key] = entry
         return entry
 
-    def _compile(self, ordinal: int, options: codegen.CodegenOptions):
+    def _compile(self, ordinal: int, options: codegen.CodegenOptions, host_entry: bool = False):
         descriptor = self.definition.function_descriptors[ordinal]
         start = descriptor.bytecode_offset
         blocks: list[tuple[int, list]] = []
@@ -272,6 +275,7 @@ class BytecodeModule(Module):
         if options.checkpoints:
             plan.call_target = self.limits_call_target
             plan.static_cost = self.static_cost(ordinal)
+            plan.host_entry = host_entry
         generated = codegen.FunctionGenerator(plan).generate()
         # Names come from the module: compile() refuses a NUL in a file name.
         filename = f"<vmrt {self.name}.{plan.name}>".replace("\0", "\\0")
@@ -333,6 +337,8 @@ class BytecodeModuleInstance(ModuleInstance):
         self.global_refs = [None] * ref_count
         self.namespace = self._namespace()
         self._code_ids: dict[int, int] = {}  # id(code object) -> ordinal
+        self._host_code_ids: set[int] = set()  # ids of host entry variants (limits)
+        self._host_entries: dict[int, object] = {}
 
     def _namespace(self) -> dict:
         module = self.module
@@ -359,6 +365,7 @@ class BytecodeModuleInstance(ModuleInstance):
         meter = self._meter()
         if meter is not None:  # the limits variant (vmrt.vm.codegen) and metered allocations
             ns.update(MAXD=meter.max_depth, DEPTH_EXCEEDED=meter.depth_exceeded,
+                      BEGIN_CALL=meter.begin_call,
                       REFILL=meter.refill, REPEAT=itertools.repeat,
                       LENGTH_HINT=operator.length_hint,
                       BUFFER_ALLOC=lambda length, alignment: metered_buffer_alloc(
@@ -424,6 +431,20 @@ class BytecodeModuleInstance(ModuleInstance):
         self._code_ids[id(code)] = ordinal
         return fn
 
+    def host_function(self, ordinal: int):
+        """With limits: the entry of internal function `ordinal` for callers outside
+        generated code (no depth argument; see vmrt.vm.codegen, host_entry)."""
+        fn = self._host_entries.get(ordinal)
+        if fn is None:
+            code, _, _ = self.module.compiled(ordinal, self.context.codegen_options, True)
+            meter = self._meter()
+            closure = tuple(meter.cells[name] for name in code.co_freevars)
+            fn = types.FunctionType(code, self.namespace, code.co_name, None, closure or None)
+            self._host_entries[ordinal] = fn
+            self._code_ids[id(code)] = ordinal
+            self._host_code_ids.add(id(code))
+        return fn
+
     def _meter(self):
         """The context's limits (vmrt.vm.context.Meter) when it compiles them in."""
         return getattr(self.context, "meter", None) \
@@ -436,6 +457,8 @@ class BytecodeModuleInstance(ModuleInstance):
             return None
         meter = self._meter()
         if meter is not None:  # callers outside generated code pass no depth
+            if ordinal not in self.module.generators:
+                return self.host_function(ordinal)
             return meter.entry(self.function(ordinal), self.module.static_cost(ordinal))
         return self.function(ordinal)
 
@@ -466,8 +489,9 @@ class BytecodeModuleInstance(ModuleInstance):
             return None
         return f"{self.module.name}.{self.module.function_name(ordinal)}", ordinal
 
-    def pc_for_line(self, ordinal: int, line: int) -> int | None:
-        _, line_pcs, _ = self.module.compiled(ordinal, self.context.codegen_options)
+    def pc_for_line(self, ordinal: int, line: int, code=None) -> int | None:
+        host_entry = code is not None and id(code) in self._host_code_ids
+        _, line_pcs, _ = self.module.compiled(ordinal, self.context.codegen_options, host_entry)
         if 1 <= line <= len(line_pcs):
             return line_pcs[line - 1]
         return None
