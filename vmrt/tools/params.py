@@ -2,10 +2,11 @@
 
     vmrt params dump [FILE ...] [--parameters=[SCOPE=]FILE ...] [--extract=[SCOPE::]KEY=OUT]
     vmrt params create --output=OUT.irpa [--data=NAME=SHAPExTYPE[=VALUE] ...]
-                       [--splat=NAME=SHAPExTYPE[=VALUE] ...] [--alignment=64] [--quiet]
+                       [--splat=NAME=SHAPExTYPE[=VALUE] ...] [--alignment=64]
+                       [--gguf-types=iree|ggml] [--quiet]
     vmrt params convert [FILE ...] [--parameters=...] --output=OUT.{irpa,safetensors,gguf}
                         [--exclude=NAME] [--rename=OLD=NEW] [--strip]
-                        [--splat=NAME[=TYPE=VALUE]] [--quiet]
+                        [--splat=NAME[=TYPE=VALUE]] [--gguf-types=iree|ggml] [--quiet]
 
 `dump` prints what iree-dump-parameters prints; `create` and `convert` write
 what iree-create-parameters and iree-convert-parameters write (IRPA) and
@@ -24,6 +25,7 @@ from vmrt.io import FORMATS, FileMode, ParameterIndex, ParameterIndexEntry, Para
 from vmrt.io.elements import parse_parameter_decl, parse_splat_value
 from vmrt.io.formats import format_from_name, write_file
 from vmrt.io.index import format_index
+from vmrt.io.formats.gguf import DEFAULT_TYPE_NUMBERING, TYPE_NUMBERINGS
 from vmrt.io.formats.irpa import DEFAULT_DATA_ALIGNMENT
 
 
@@ -93,6 +95,10 @@ def _add_inputs(parser) -> None:
 def _add_output_options(parser) -> None:
     parser.add_argument("--format", choices=FORMATS,
                         help="output format (default: from the output's extension, else irpa)")
+    parser.add_argument("--gguf-types", "--gguf_types", choices=TYPE_NUMBERINGS,
+                        default=DEFAULT_TYPE_NUMBERING,
+                        help="GGUF tensor type numbers: iree (default; I8/I16/I32 = 16-18, "
+                             "loads in IREE 3.13's tools) or ggml (current ggml, 24-26)")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="do not print the listing of the new file")
 
@@ -188,6 +194,8 @@ def run_create(args) -> int:
     if output_format == "irpa":
         options = {"alignment": args.alignment,
                    "materialize": lambda entry: id(entry) in data_entries}
+    elif output_format == "gguf":
+        options = {"types": args.gguf_types}
     written = write_file(index, args.output, format=output_format, **options)
     if not args.quiet:
         _write_text(format_index("", written))
@@ -247,6 +255,8 @@ def run_convert(args) -> int:
                           splat=args.splat)
     output_format = args.format or format_from_name(args.output) or "irpa"
     options = {"alignment": args.alignment} if output_format == "irpa" else {}
+    if output_format == "gguf":
+        options = {"types": args.gguf_types}
     written = write_file(index, args.output, format=output_format, **options)
     if not args.quiet:
         _write_text(format_index("", written))

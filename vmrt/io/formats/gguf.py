@@ -12,10 +12,21 @@ per block and must lie inside the data. Every read is bounds-checked here;
 the type table comes from the `gguf` package when it is installed (it tracks
 ggml's current type numbers), else from a built-in copy of the common types.
 
-Note IREE's own table predates ggml renumbering I8/I16/I32 (16-18 there,
-24-26 now): vmrt follows ggml. Writing produces version 3 files; entries
-keep their ggml type and dims when they carry them, map safetensors dtypes
-to ggml types, and are stored as I8 vectors otherwise.
+Type numbering: ggml renumbered I8/I16/I32 from 16-18 to 24-26 (16-18 are
+now the IQ2_XXS/IQ2_XS/IQ3_XXS quant types), but IREE 3.13's parser still
+has the old table, which ends at I32 = 18 and has no I64, F64 or BF16.
+Types 0-15 (F32, F16 and the Q* quants) mean the same in both. Writing
+produces version 3 files in either numbering (`types="iree"`, the default,
+or `"ggml"`): entries keep their ggml type and dims when they carry them,
+map safetensors dtypes to ggml types, and are stored as I8 vectors
+otherwise, including every type IREE's table lacks when writing for IREE.
+A file written for IREE that uses 16-18 carries the metadata key
+`vmrt.ggml_type_numbering = "iree"`, which tells our reader that 16-18 are
+I8/I16/I32. Without that key the reader takes ggml's meaning (IQ quants),
+except where the IQ reading is impossible (a partial 256-element block):
+then the tensor is read as IREE numbers it, so integer tensors from older
+writers still load unless their element count happens to be a multiple of
+256. Entries read back always report the current ggml type number.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ _BUILTIN_TYPES = {
     8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 40),
     10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144),
     13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292),
+    16: ("IQ2_XXS", 256, 66), 17: ("IQ2_XS", 256, 74), 18: ("IQ3_XXS", 256, 98),
     24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8),
     28: ("F64", 1, 8), 30: ("BF16", 1, 2),
 }
@@ -61,6 +73,17 @@ def _load_types() -> dict[int, tuple[str, int, int]]:
 
 GGML_TYPES = _load_types()
 GGML_TYPE_BY_NAME = {name: number for number, (name, _, _) in GGML_TYPES.items()}
+
+# IREE 3.13's table: 0-15 as ggml, then its own numbers for the integer types.
+IREE_TYPE_COUNT = 19
+_IREE_TO_GGML = {16: 24, 17: 25, 18: 26}
+_GGML_TO_IREE = {ggml: iree for iree, ggml in _IREE_TO_GGML.items()}
+TYPE_NUMBERING_KEY = "vmrt.ggml_type_numbering"
+TYPE_NUMBERINGS = ("iree", "ggml")
+# vmrt writes parameter files to run IREE modules, so by default they must load in IREE's
+# own tools (iree-run-module --parameters=x.gguf); this only changes files holding
+# integer/raw-byte (or BF16/F64/I64) tensors. Pass "ggml" for llama.cpp and the gguf package.
+DEFAULT_TYPE_NUMBERING = "iree"
 
 # Metadata value types.
 VALUE_UINT8, VALUE_INT8, VALUE_UINT16, VALUE_INT16 = 0, 1, 2, 3
@@ -216,8 +239,10 @@ def parse_gguf(handle: FileHandle, index: ParameterIndex,
     infos = list(_tensor_infos(cursor, tensor_count))
     data_offset = -(-cursor.pos // alignment) * alignment
     available = max(0, contents.nbytes - data_offset)
+    iree_numbered = metadata.get(TYPE_NUMBERING_KEY) == "iree"
     entries = []
-    for name, dims, ggml_type, offset in infos:
+    for name, dims, stored_type, offset in infos:
+        ggml_type = _ggml_type_of(stored_type, dims, iree_numbered)
         size = tensor_size(name, dims, ggml_type)
         if offset + size > available:
             raise ArchiveError(
@@ -231,6 +256,14 @@ def parse_gguf(handle: FileHandle, index: ParameterIndex,
     for entry in entries:
         index.add(entry)
     return GgufInfo(version, alignment, metadata, data_offset)
+
+
+def _ggml_type_of(stored_type: int, dims, iree_numbered: bool) -> int:
+    if stored_type not in _IREE_TO_GGML:
+        return stored_type
+    if iree_numbered or math.prod(dims) % GGML_TYPES[stored_type][1]:
+        return _IREE_TO_GGML[stored_type]
+    return stored_type
 
 
 # -- conversions ------------------------------------------------------------------------------
@@ -264,14 +297,28 @@ def _string(value: str) -> bytes:
     return struct.pack("<Q", len(raw)) + raw
 
 
+def _iree_layout(entry, ggml_type: int, dims) -> tuple[int, tuple[int, ...]]:
+    if ggml_type < min(_IREE_TO_GGML):
+        return ggml_type, dims
+    if ggml_type in _GGML_TO_IREE:
+        return _GGML_TO_IREE[ggml_type], dims
+    return _GGML_TO_IREE[GGML_TYPE_BY_NAME["I8"]], (entry.length,)
+
+
 def write_gguf(index, path, *, alignment: int = DEFAULT_ALIGNMENT,
-               cache=None) -> ParameterIndex:
-    """Writes `index` as a version 3 GGUF file; returns an index over the new file."""
+               types: str = DEFAULT_TYPE_NUMBERING, cache=None) -> ParameterIndex:
+    """Writes `index` as a version 3 GGUF file; returns an index over the new file.
+
+    `types` picks the tensor type numbers: "iree" (what IREE 3.13 reads) or "ggml".
+    """
     from vmrt.io.formats.common import ArchiveWriter
 
     if alignment < 1:
         raise ArchiveError(f"GGUF alignment {alignment} must be positive",
                            StatusCode.INVALID_ARGUMENT)
+    if types not in TYPE_NUMBERINGS:
+        raise ArchiveError(f"GGUF type numbering '{types}' is not one of "
+                           f"{', '.join(TYPE_NUMBERINGS)}", StatusCode.INVALID_ARGUMENT)
     entries = list(index)
     seen = set()
     for entry in entries:
@@ -279,16 +326,22 @@ def write_gguf(index, path, *, alignment: int = DEFAULT_ALIGNMENT,
             raise ArchiveError(f"duplicate parameter `{entry.key}` cannot be stored in GGUF",
                                StatusCode.ALREADY_EXISTS)
         seen.add(entry.key)
+    layouts = [tensor_layout(entry) for entry in entries]
+    if types == "iree":
+        layouts = [_iree_layout(entry, *layout) for entry, layout in zip(entries, layouts)]
     kv = bytearray()
     kv_count = 0
     if alignment != DEFAULT_ALIGNMENT:
         kv += _string("general.alignment") + struct.pack("<II", VALUE_UINT32, alignment)
         kv_count += 1
+    # Only files whose numbers differ between the two tables need saying which they use.
+    if types == "iree" and any(ggml_type in _IREE_TO_GGML for ggml_type, _ in layouts):
+        kv += _string(TYPE_NUMBERING_KEY) + struct.pack("<I", VALUE_STRING) + _string("iree")
+        kv_count += 1
     header = bytearray(struct.pack("<IIQQ", MAGIC, 3, len(entries), kv_count)) + kv
     offsets = []
     position = 0
-    for entry in entries:
-        ggml_type, dims = tensor_layout(entry)
+    for entry, (ggml_type, dims) in zip(entries, layouts):
         header += _string(entry.key)
         header += struct.pack(f"<I{len(dims)}Q", len(dims), *dims)
         header += struct.pack("<IQ", ggml_type, position)
