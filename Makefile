@@ -30,6 +30,7 @@ bench: install-test
 	$(PYTHON) benchmarks/hal_bench.py
 	$(PYTHON) benchmarks/io_bench.py
 	$(PYTHON) benchmarks/params_bench.py
+	$(PYTHON) benchmarks/stream_bench.py
 
 # Regenerates the bundled example from its MLIR (needs iree-base-compiler).
 example: examples/mlp.vmfb examples/scalar.vmfb
