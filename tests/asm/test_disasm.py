@@ -20,6 +20,7 @@ from vmrt.isa import INSTRUCTIONS
 CORPUS_DEVIATIONS = {
     "float32_ops": "iree-dump-module cannot print vm.cast.ui64.f32",
     "params": "duplicate @__init", "params_gather": "duplicate @__init",
+    "tensor_async": "duplicate @__init",
     "tensor_elementwise": "duplicate @__init",
     "tensor_linalg": "duplicate @__init",
 }

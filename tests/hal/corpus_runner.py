@@ -60,7 +60,14 @@ def run(vmfb: str, function: str, flags: list[str], device: str = "local-sync",
             arguments, results = cconv_mod.split_fragments(fn.cconv)
             with InputStreams() as streams:
                 values = parse_inputs(arguments, inputs, hal.devices[0], streams)
+            finish = None
+            if module.export_attrs(function).get("iree.abi.model") == "coarse-fences":
+                # Async-external: a null wait fence and a signal fence to wait on.
+                finish = hal.devices[0].create_fence()
+                values += [None, finish]
             result = fn(*values)
+            if finish is not None:
+                finish.wait()
             kinds = [c for c in results if c != "v"]
             if len(kinds) == 1:
                 result = (result,)

@@ -246,6 +246,23 @@ def parse_inputs(fragment: str, specs, hal, streams) -> list:
     return values
 
 
+def _append_async_fences(function: Function, values: list, hal):
+    """For an async function (`iree.abi.model` = `coarse-fences`, iree-compile's
+    --iree-execution-model=async-external): appends a null wait fence and a new
+    signal fence, as iree-run-module does; returns the fence to wait on, or None."""
+    attrs = function.instance.module.export_attrs(function.name)
+    if attrs.get("iree.abi.model") != "coarse-fences":
+        return None
+    if hal is None or not hal.devices:
+        raise VmrtError("coarse-fences invocation requires a HAL device to create "
+                        "wait/signal fences, but the module does not depend on the hal "
+                        "module", StatusCode.FAILED_PRECONDITION).annotate(
+            "setting up async-external fence inputs")
+    finish = hal.devices[0].create_fence()
+    values.extend([None, finish])
+    return finish
+
+
 def _is_buffer_view(value) -> bool:
     from vmrt.hal.buffer_view import BufferView
     return isinstance(value, BufferView)
@@ -415,6 +432,7 @@ def run(args) -> int:
             values = parse_inputs(function.arguments, args.input, hal, streams)
         except VmrtError as error:
             raise error.annotate("parsing function inputs")
+        finish = _append_async_fences(function, values, hal)
         out.write(f"EXEC @{function.name}\n")
         out.flush()
         try:
@@ -425,6 +443,11 @@ def run(args) -> int:
             results = _result_list(function(*values), kinds)
         except VmrtError as error:
             raise error.annotate(f"invoking function '{function.name}'")
+        if finish is not None:
+            try:
+                finish.wait()
+            except VmrtError as error:
+                raise error.annotate("waiting on finish fence")
         try:
             if args.expected_output:
                 matched = check_expected(results, kinds, function.results,

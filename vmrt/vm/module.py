@@ -69,6 +69,10 @@ class Module:
     def export_cconv(self, name: str) -> str | None:
         raise NotImplementedError
 
+    def export_attrs(self, name: str) -> dict[str, str]:
+        """Reflection attributes of an export (e.g. `iree.abi.model`); none by default."""
+        return {}
+
     def imports(self) -> list[ImportDecl]:
         return []
 
@@ -150,6 +154,14 @@ class BytecodeModule(Module):
             return None
         signature = self.definition.function_signatures[ordinal]
         return signature.calling_convention if signature is not None else None
+
+    def export_attrs(self, name: str) -> dict[str, str]:
+        ordinal = self._exports.get(name)
+        if ordinal is None:
+            return {}
+        signature = self.definition.function_signatures[ordinal]
+        return {a.key: a.value for a in (signature.attrs or ()) if a is not None and a.key} \
+            if signature is not None else {}
 
     def export_ordinal(self, name: str) -> int | None:
         return self._exports.get(name)
