@@ -14,6 +14,7 @@ from asm_helpers import function_table, load, module_tables, parallel, require_t
 from bytecode_gen import random_module
 from tests.corpus.build import run_function
 from vmrt.asm import assemble, disassemble
+from vmrt.vm.module import load_module
 from vmrt.format import write_module
 
 
@@ -74,6 +75,23 @@ def _vmrt_run(argv: list[str]) -> tuple[int, str]:
     return code, out.getvalue()
 
 
+def _has_reflection_model(path) -> bool:
+    """Whether an export carries `iree.abi.model` (async-external): vmasm has no syntax
+    for reflection attributes, so a round trip drops it and callers stop appending
+    fences (iree-dump-module prints none either)."""
+    module = load_module(path)
+    return any("iree.abi.model" in module.export_attrs(name) for name in module.export_names())
+
+
+def test_round_trip_drops_only_reflection_attributes(corpus):
+    module = next(m for m in corpus if m.name == "tensor_async")
+    again = load_module(_round_trip(module.vmfb))
+    original = load_module(module.vmfb)
+    assert original.export_attrs("scale_add")["iree.abi.model"] == "coarse-fences"
+    assert again.export_attrs("scale_add") == {}
+    assert again.export_cconv("scale_add") == original.export_cconv("scale_add")
+
+
 def test_compiled_corpus_round_trip_runs_identically(corpus, tmp_path):
     """Every recorded iree-run-module invocation of the iree-compile corpus, on
     the disassembled and reassembled module: the reference prints what it
@@ -82,7 +100,7 @@ def test_compiled_corpus_round_trip_runs_identically(corpus, tmp_path):
     modules = {m.name: m for m in corpus}
     jobs = []
     for module in corpus:
-        if module.kind != "mlir":
+        if module.kind != "mlir" or _has_reflection_model(module.vmfb):
             continue
         path = tmp_path / f"{module.name}.vmfb"
         path.write_bytes(_round_trip(module.vmfb))
