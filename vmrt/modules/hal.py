@@ -705,6 +705,13 @@ class HostAdapter:
             i += 1
         return tuple(converted)
 
+    def create_signal_fence(self) -> Fence:
+        """A fence for an async-external call to signal (vmrt.vm.context.AsyncFunction)."""
+        return self.device.create_fence()
+
+    def wait_fence(self, fence: Fence) -> None:
+        fence.wait()
+
     def convert_results(self, fragment: str, result):
         if isinstance(result, tuple):
             return tuple(self.to_host(r) for r in result)

@@ -237,7 +237,9 @@ class Context:
         if fn is None:
             raise VMError(f"module '{module_name}' has no export '{function_name}'",
                           StatusCode.NOT_FOUND)
-        return Function(self, instance, function_name, cconv or "", fn)
+        attrs = getattr(instance.module, "export_attrs", lambda name: {})(function_name)
+        kind = AsyncFunction if attrs.get("iree.abi.model") == "coarse-fences" else Function
+        return kind(self, instance, function_name, cconv or "", fn)
 
     def run_to_completion(self, result):
         return _drive(result)
@@ -609,6 +611,42 @@ class Function:
         with self.context._vm_errors():
             result = self._fn(*converted)
         return Invocation(self.context, result)
+
+
+class AsyncFunction(Function):
+    """An export compiled with --iree-execution-model=async-external (`iree.abi.model`
+    = `coarse-fences`): its last two arguments are a wait fence and a signal fence.
+
+    Through a context whose host adapter (the hal module's, with host_arrays) can make
+    fences, it may be called with the other arguments only: it appends a null wait
+    fence and a new signal fence, waits for the signal, then converts the results,
+    as iree.runtime's function invoker does. Passing both fences works as for any
+    function.
+    """
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._arity = len([c for c in self.arguments if c != "v"])
+
+    def __call__(self, *args):
+        host = self._host
+        if host is None or "C" in self.arguments or len(args) != self._arity - 2:
+            return super().__call__(*args)
+        signal = host.create_signal_fence()
+        args = host.convert_arguments(self.arguments, (*args, None, signal))
+        try:
+            converted = self._convert(*args)
+        except (TypeError, ValueError, OverflowError):
+            converted = _convert_arguments(self.arguments, args)
+        try:
+            result = self._fn(*converted)
+            if self._may_yield:
+                result = _drive(result)
+            host.wait_fence(signal)  # results are ready only once it is signalled
+            return host.convert_results(self.results, result)
+        except BaseException as exc:
+            self.context._vm_errors().__exit__(type(exc), exc, exc.__traceback__)
+            raise
 
 
 class Invocation:
