@@ -12,7 +12,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import iree_dump, run_vmrt
+from tests.io.conftest import iree_dump, run_vmrt
 from vmrt.errors import ArchiveError, StatusCode
 from vmrt.io import ParameterIndex
 from vmrt.io.formats import gguf as vmrt_gguf
