@@ -20,11 +20,10 @@ from vmrt.hal.types import WHOLE_BUFFER, BufferCompatibility, BufferUsage, Memor
 from vmrt.io import ParameterScopes, ProviderSet, ProviderSignal
 from vmrt.io.provider import ParameterProvider, ParameterSpan
 from vmrt.io.transfer import MAX_CONCURRENCY, TransferPlan, host_memory
-from vmrt.modules import hal as _hal_types  # noqa: F401  (registers !hal.* ref types)
+from vmrt.modules.hal import _deref, _fence  # importing it registers the !hal.* ref types
 from vmrt.native import NativeModule, export
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.list import VMList
-from vmrt.vm.ref import null_ref_error
 
 #: sizeof(iree_io_parameters_string_entry_t): u32 offset, u32 length into the key data.
 KEY_ENTRY_BYTES = 8
@@ -48,21 +47,17 @@ def as_provider_set(providers) -> ProviderSet:
     return ProviderSet(providers or ())
 
 
-def _deref(value, cls, what: str):
-    if isinstance(value, cls):
-        return value
-    raise null_ref_error(what, value)
-
-
-def _fence(value) -> Fence | None:
-    return value if isinstance(value, Fence) else None
-
-
 def _string(buffer) -> str:
     """iree_vm_buffer_as_string (null is ""), kept byte-exact for non-UTF-8 keys."""
     if buffer is None:
         return ""
     return bytes(_deref(buffer, VMBuffer, "buffer").view).decode("utf-8", "surrogateescape")
+
+
+def _call_spans(key_table, key_data, spans) -> list[ParameterSpan]:
+    """decode_spans of an export's three buffer arguments (refs checked first)."""
+    return decode_spans(_deref(key_table, VMBuffer, "buffer"), _deref(key_data, VMBuffer, "buffer"),
+                        _deref(spans, VMBuffer, "buffer"))
 
 
 def decode_spans(key_table: VMBuffer, key_data: VMBuffer,
@@ -118,8 +113,11 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
 
     def notify(self, signal: ProviderSignal) -> None:
         """Forwards suspend/resume/low-memory to every provider (iree_vm_module notify)."""
-        if signal in ProviderSignal._value2member_map_:  # others (fork) are not theirs
-            self.providers.notify(ProviderSignal(signal))
+        try:
+            signal = ProviderSignal(signal)
+        except ValueError:
+            return  # other VM signals (fork) are not the providers' concern
+        self.providers.notify(signal)
 
     # -- exports -------------------------------------------------------------------------------
     @export("0rIrrrIiirrr_r")
@@ -130,9 +128,7 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
         try:
             device = _deref(device, Device, "device")
             scope = _string(source_scope)
-            spans = decode_spans(_deref(key_table, VMBuffer, "buffer"),
-                                 _deref(key_data, VMBuffer, "buffer"),
-                                 _deref(spans, VMBuffer, "buffer"))
+            spans = _call_spans(key_table, key_data, spans)
             memory_types = target_memory_types & 0xFFFFFFFF
             usage = target_buffer_usage & 0xFFFFFFFF
             allocator = device.allocator
@@ -166,9 +162,7 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
             device = _deref(device, Device, "device")
             target = _deref(target_buffer, Buffer, "buffer")
             scope = _string(source_scope)
-            spans = decode_spans(_deref(key_table, VMBuffer, "buffer"),
-                                 _deref(key_data, VMBuffer, "buffer"),
-                                 _deref(spans, VMBuffer, "buffer"))
+            spans = _call_spans(key_table, key_data, spans)
             plan = self.providers.plan_gather(scope, spans, target.byte_length)
             self._schedule(device, queue_affinity, _fence(wait_fence), signal, plan,
                            lambda: [target.map_range(_WRITE, 0, WHOLE_BUFFER)])
@@ -183,9 +177,7 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
             device = _deref(device, Device, "device")
             source = _deref(source_buffer, Buffer, "buffer")
             scope = _string(target_scope)
-            spans = decode_spans(_deref(key_table, VMBuffer, "buffer"),
-                                 _deref(key_data, VMBuffer, "buffer"),
-                                 _deref(spans, VMBuffer, "buffer"))
+            spans = _call_spans(key_table, key_data, spans)
             plan = self.providers.plan_scatter(scope, spans, source.byte_length)
             self._schedule(device, queue_affinity, _fence(wait_fence), signal, plan,
                            lambda: [source.map_range(_READ, 0, WHOLE_BUFFER)])

@@ -227,23 +227,29 @@ class FunctionGenerator:
             self.wrap_limits_scope()
         return GeneratedFunction("\n".join(out.lines) + "\n", out.pcs, entry)
 
+    def wrap_body(self, body_start: int, head: str, tail: str) -> None:
+        """Indents the lines from `body_start` under `head` and adds `tail` after them
+        (both at the function's top level), keeping the line -> pc map aligned."""
+        out = self.out
+        body = ["    " + line for line in out.lines[body_start:]]
+        body_pcs = out.pcs[body_start:]
+        del out.lines[body_start:], out.pcs[body_start:]
+        out.pc = None
+        out.emit(1, head)
+        out.lines.extend(body)
+        out.pcs.extend(body_pcs)
+        out.pc = None
+        out.emit(1, tail)
+
     def wrap_instrumented(self, body_start: int) -> None:
         """Encloses the body in ENTER ... LEAVE (vmrt.vm.hooks) once it is generated.
 
         ENTER comes after the register initialisation so a hook sees every
         register; UNWIND records the error of a frame left by an exception.
         """
-        out = self.out
-        body = ["    " + line for line in out.lines[body_start:]]
-        body_pcs = out.pcs[body_start:]
-        del out.lines[body_start:], out.pcs[body_start:]
-        out.pc = None
-        out.emit(1, f"_vf = ENTER({self.plan.ordinal})\ntry:")
-        out.lines.extend(body)
-        out.pcs.extend(body_pcs)
-        out.pc = None
-        out.emit(1, "except BaseException:\n    UNWIND(_vf)\n    raise\n"
-                    "finally:\n    LEAVE(_vf)")
+        self.wrap_body(body_start, f"_vf = ENTER({self.plan.ordinal})\ntry:",
+                       "except BaseException:\n    UNWIND(_vf)\n    raise\n"
+                       "finally:\n    LEAVE(_vf)")
 
     # -- limits (see CodegenOptions) ----------------------------------------------------------
     _CALLS = ("Call", "CallVariadic", "CallYieldable", "CallVariadicYieldable")
@@ -297,16 +303,7 @@ class FunctionGenerator:
 
     def wrap_host_entry(self, body_start: int) -> None:
         """Encloses a host entry's body in try/finally: CUR goes back to the caller's."""
-        out = self.out
-        body = ["    " + line for line in out.lines[body_start:]]
-        body_pcs = out.pcs[body_start:]
-        del out.lines[body_start:], out.pcs[body_start:]
-        out.pc = None
-        out.emit(1, "try:")
-        out.lines.extend(body)
-        out.pcs.extend(body_pcs)
-        out.pc = None
-        out.emit(1, "finally:\n    CUR = base")
+        self.wrap_body(body_start, "try:", "finally:\n    CUR = base")
 
     def wrap_limits_scope(self) -> None:
         """Nests the function in a scope holding FUEL, CUR, WATCH and FRESH, so that

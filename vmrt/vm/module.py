@@ -435,12 +435,8 @@ class BytecodeModuleInstance(ModuleInstance):
         fn = self.namespace.get(f"F{ordinal}")
         if fn is not None and not getattr(fn, "vmrt_stub", False):
             return fn
-        code, _, _ = self.module.compiled(ordinal, self.context.codegen_options)
-        meter = self._meter()
-        closure = tuple(meter.cells[name] for name in code.co_freevars) if meter else None
-        fn = types.FunctionType(code, self.namespace, code.co_name, None, closure or None)
+        fn = self._bind(ordinal, host_entry=False)
         self.namespace[f"F{ordinal}"] = fn
-        self._code_ids[id(code)] = ordinal
         return fn
 
     def host_function(self, ordinal: int):
@@ -448,14 +444,19 @@ class BytecodeModuleInstance(ModuleInstance):
         generated code (no depth argument; see vmrt.vm.codegen, host_entry)."""
         fn = self._host_entries.get(ordinal)
         if fn is None:
-            code, _, _ = self.module.compiled(ordinal, self.context.codegen_options, True)
-            meter = self._meter()
-            closure = tuple(meter.cells[name] for name in code.co_freevars)
-            fn = types.FunctionType(code, self.namespace, code.co_name, None, closure or None)
-            self._host_entries[ordinal] = fn
-            self._code_ids[id(code)] = ordinal
-            self._host_code_ids.add(id(code))
+            fn = self._host_entries[ordinal] = self._bind(ordinal, host_entry=True)
         return fn
+
+    def _bind(self, ordinal: int, host_entry: bool):
+        """A variant of function `ordinal` compiled and bound to this context's
+        namespace (and, with limits, to its meter's cells)."""
+        code, _, _ = self.module.compiled(ordinal, self.context.codegen_options, host_entry)
+        meter = self._meter()
+        closure = tuple(meter.cells[name] for name in code.co_freevars) if meter else None
+        self._code_ids[id(code)] = ordinal
+        if host_entry:
+            self._host_code_ids.add(id(code))
+        return types.FunctionType(code, self.namespace, code.co_name, None, closure or None)
 
     def _meter(self):
         """The context's limits (vmrt.vm.context.Meter) when it compiles them in."""
