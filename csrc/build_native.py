@@ -81,11 +81,85 @@ CDEF = """
     int32_t vmrt_example_live_states(void);
 
     int vmrt_caller_install(void);
+
+    /* Native CPU executables (vmrt_executable.c) */
+    typedef struct vmrt_lib_dispatch_state_t {
+      uint32_t workgroup_size_x;
+      uint32_t workgroup_size_y;
+      uint16_t workgroup_size_z;
+      uint16_t constant_count;
+      uint32_t workgroup_count_x;
+      uint32_t workgroup_count_y;
+      uint16_t workgroup_count_z;
+      uint8_t max_concurrency;
+      uint8_t binding_count;
+      const uint32_t* constants;
+      void* const* binding_ptrs;
+      const size_t* binding_lengths;
+    } vmrt_lib_dispatch_state_t;
+    typedef struct vmrt_export_info_t {
+      const char* name;
+      uint32_t local_memory_size;
+      uint32_t constant_count;
+      uint32_t binding_count;
+      uint32_t workgroup_size[3];
+      uint64_t flags;
+    } vmrt_export_info_t;
+    typedef struct vmrt_dispatch_block_t {
+      vmrt_lib_dispatch_state_t state;
+      uint32_t constants[64];
+      uintptr_t binding_addresses[64];
+      size_t binding_lengths[64];
+      uint64_t next;
+      uint64_t grain;
+      int32_t failed;
+      int32_t result;
+      uint64_t failed_index;
+    } vmrt_dispatch_block_t;
+    int vmrt_dispatch_block_init(vmrt_dispatch_block_t* block, const uint32_t workgroup_size[3],
+                                 const uint32_t workgroup_count[3], uint32_t max_concurrency,
+                                 const char* constants, size_t constants_size,
+                                 uint32_t binding_count);
+    typedef struct vmrt_library vmrt_library_t;
+    void vmrt_cpu_data(uint64_t out[8]);
+    int vmrt_library_open(void* query_fn, uintptr_t image_base, size_t image_size,
+                          const uint32_t* constants, uint32_t constant_count,
+                          vmrt_library_t** out_library, char* error, size_t error_capacity);
+    void vmrt_library_close(vmrt_library_t* library);
+    const char* vmrt_library_name(const vmrt_library_t* library);
+    uint32_t vmrt_library_export_count(const vmrt_library_t* library);
+    void vmrt_library_export_info(const vmrt_library_t* library, uint32_t ordinal,
+                                  vmrt_export_info_t* out_info);
+    int vmrt_library_dispatch(const vmrt_library_t* library, uint32_t ordinal,
+                              vmrt_dispatch_block_t* block, uint64_t start, uint64_t stop,
+                              uint32_t processor_id, void* local_memory,
+                              uint32_t local_memory_size);
+    int vmrt_library_dispatch_shared(const vmrt_library_t* library, uint32_t ordinal,
+                                     vmrt_dispatch_block_t* block, uint64_t total,
+                                     uint32_t processor_id, void* local_memory,
+                                     uint32_t local_memory_size);
+    int vmrt_system_library_load(const uint8_t* data, size_t size, void** out_handle,
+                                 void** out_query_fn, char* error, size_t error_capacity);
+    void vmrt_system_library_unload(void* handle);
+    /* ELF loader (vmrt_elf.c) */
+    typedef struct vmrt_elf_module vmrt_elf_module_t;
+    enum { VMRT_ELF_LOAD_NO_INITIALIZERS = 1 };
+    int vmrt_elf_load(const uint8_t* data, size_t size, vmrt_elf_module_t** out_module,
+                      char* error, size_t error_capacity);
+    int vmrt_elf_load_ex(const uint8_t* data, size_t size, uint32_t flags,
+                         vmrt_elf_module_t** out_module, char* error, size_t error_capacity);
+    void* vmrt_elf_lookup(vmrt_elf_module_t* module, const char* name);
+    void vmrt_elf_unload(vmrt_elf_module_t* module);
+    uintptr_t vmrt_elf_base(vmrt_elf_module_t* module);
+    size_t vmrt_elf_size(vmrt_elf_module_t* module);
 """
 
 PREAMBLE = """
 #include "vmrt_memory.h"
 #include "vmrt_native_call.h"
+/* ELF loader (vmrt_elf.c) */
+#include "vmrt_elf.h"
+#include "vmrt_executable.h"  /* native CPU executables */
 
 /* Host services: extern "Python" callbacks that cffi defines further down. */
 static vmrt_status_t vmrt_py_ref_retain(const vmrt_ref_t*, vmrt_ref_t*);
@@ -125,7 +199,10 @@ def make_builder(root: Path) -> FFI:
         "vmrt._cnative",
         PREAMBLE,
         sources=[str(csrc / "vmrt_memory.c"), str(csrc / "vmrt_native_call.c"),
-                 str(csrc / "vmrt_caller.c"), str(csrc / "vmrt_example.c")],
+                 str(csrc / "vmrt_caller.c"), str(csrc / "vmrt_example.c"),
+                 str(csrc / "vmrt_executable.c"),
+                 # ELF loader (vmrt_elf.c)
+                 str(csrc / "vmrt_elf.c")],
         include_dirs=[str(csrc), str(root / "vmrt" / "native" / "include")],
         extra_compile_args=["-O2", "-Wall"],
     )

@@ -1,0 +1,47 @@
+/* Loader for IREE's "embedded-elf-x86_64" executables: the self-contained
+ * ET_DYN shared objects iree-compile's llvm-cpu backend emits. It maps the
+ * image into this process, relocates it and resolves exported symbols; it
+ * trusts nothing in the bytes (every header, table and relocation is checked)
+ * but of course cannot make the machine code itself safe to call. */
+#ifndef VMRT_ELF_H_
+#define VMRT_ELF_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct vmrt_elf_module vmrt_elf_module_t;
+
+/* Flags of vmrt_elf_load_ex. */
+enum {
+  /* Validate DT_INIT/DT_INIT_ARRAY but do not call them: for fuzzing and
+   * inspection, where no code from the image may run. */
+  VMRT_ELF_LOAD_NO_INITIALIZERS = 1
+};
+
+/* Loads an ELF image from memory. Returns 0 on success; on failure returns a
+ * nonzero IREE status code (3 INVALID_ARGUMENT for malformed/unsupported input,
+ * 8 RESOURCE_EXHAUSTED when mapping fails, 5 NOT_FOUND for unresolved symbols,
+ * 18 INCOMPATIBLE for another architecture/class/byte order, 14 UNAVAILABLE
+ * when the host itself is not x86-64 Linux) and writes a one-line message
+ * (NUL-terminated, truncated to error_capacity) into error. Runs the image's
+ * initializers (DT_INIT, then DT_INIT_ARRAY in order), as IREE's loader does. */
+int vmrt_elf_load(const uint8_t* data, size_t size,
+                  vmrt_elf_module_t** out_module, char* error,
+                  size_t error_capacity);
+
+/* vmrt_elf_load with VMRT_ELF_LOAD_* flags. */
+int vmrt_elf_load_ex(const uint8_t* data, size_t size, uint32_t flags,
+                     vmrt_elf_module_t** out_module, char* error,
+                     size_t error_capacity);
+
+/* Address of a defined, exported function symbol, or NULL. */
+void* vmrt_elf_lookup(vmrt_elf_module_t* module, const char* name);
+
+/* Unmaps everything; NULL is allowed. */
+void vmrt_elf_unload(vmrt_elf_module_t* module);
+
+/* Introspection for tests: base address and size of the reserved span. */
+uintptr_t vmrt_elf_base(vmrt_elf_module_t* module);
+size_t vmrt_elf_size(vmrt_elf_module_t* module);
+
+#endif /* VMRT_ELF_H_ */
