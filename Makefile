@@ -10,11 +10,14 @@ install:
 install-test:
 	$(PIP) install -q -e '.[test]'
 
-# The main job: install, then run the bundled model (a two-layer perceptron compiled
-# by iree-compile for VMVX) end to end, and the bundled scalar program.
+# The main job: install, then run the bundled models end to end: the two-layer
+# perceptron compiled by iree-compile for VMVX and for llvm-cpu (native code, same
+# output), the scalar program, and an MNIST-sized MLP on llvm-cpu with its speed.
 run: install
 	vmrt run --module=examples/mlp.vmfb --function=predict --input="1x4xf32=1 0.5 -0.5 2"
+	vmrt run --module=examples/mlp_cpu.vmfb --function=predict --input="1x4xf32=1 0.5 -0.5 2"
 	vmrt run --module=examples/scalar.vmfb --function=demo --input=48 --input=18 --input=27 --input=2.0
+	$(PYTHON) examples/run_native_mlp.py
 
 # Install with the test extras (including the IREE reference packages) and run
 # every test, once with the C helpers and once forcing their Python twins.
@@ -32,11 +35,15 @@ bench: install-test
 	$(PYTHON) benchmarks/params_bench.py
 	$(PYTHON) benchmarks/stream_bench.py
 
-# Regenerates the bundled example from its MLIR (needs iree-base-compiler).
-example: examples/mlp.vmfb examples/scalar.vmfb
+# Regenerates the bundled examples from their MLIR (needs iree-base-compiler):
+# NAME.vmfb for VMVX, NAME_cpu.vmfb for llvm-cpu (generic x86-64, embedded ELF).
+IREE_LOCAL = --iree-hal-target-device=local
+example: examples/mlp.vmfb examples/scalar.vmfb examples/mlp_cpu.vmfb examples/mnist_mlp_cpu.vmfb
+examples/%_cpu.vmfb: examples/%.mlir
+	iree-compile $(IREE_LOCAL) --iree-hal-local-target-device-backends=llvm-cpu \
+	  --iree-llvmcpu-target-cpu=generic $< -o $@
 examples/%.vmfb: examples/%.mlir
-	iree-compile --iree-hal-target-device=local \
-	  --iree-hal-local-target-device-backends=vmvx $< -o $@
+	iree-compile $(IREE_LOCAL) --iree-hal-local-target-device-backends=vmvx $< -o $@
 
 corpus: install-test
 	$(PYTHON) -m tests.corpus.build build/corpus

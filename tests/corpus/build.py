@@ -44,6 +44,16 @@ MLIR_BASE_FLAGS = (
     "--iree-hal-target-device=local",
     "--iree-hal-local-target-device-backends=vmvx",
 )
+# The MLIR programs compiled for other executable targets (into OUTDIR/TARGET/),
+# run against iree-run-module's live output: their float results may differ
+# from VMVX's recorded ones in the last digits.
+_LLVM_CPU = ("--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+             "--iree-llvmcpu-target-cpu=generic")
+TARGET_FLAGS = {
+    "vmvx": MLIR_BASE_FLAGS,
+    "llvm-cpu": _LLVM_CPU,
+    "llvm-cpu-system": (*_LLVM_CPU, "--iree-llvmcpu-link-embedded=false"),
+}
 # Extra compile flags may be given in an MLIR source line of this form.
 _FLAGS_PREFIX = "// CORPUS-FLAGS:"
 
@@ -128,6 +138,7 @@ class CorpusModule:
     # scope -> archive path (built into the output folder).
     parameters: dict[str, Path] = dataclasses.field(default_factory=dict)
     compile_flags: list[str] = dataclasses.field(default_factory=list)
+    target: str = "vmvx"  # a key of TARGET_FLAGS (MLIR modules only)
     # Other corpus modules (by name) registered before this one when running
     # (they provide this module's imports), in order.
     requires: list[str] = dataclasses.field(default_factory=list)
@@ -282,13 +293,18 @@ def _parameter_bytes(entry: ParameterEntry, where: str) -> bytes:
 # --------------------------------------------------------------------------
 
 
-def discover(outdir: Path) -> list[CorpusModule]:
-    """Lists every corpus module (without building anything)."""
+def discover(outdir: Path, target: str = "vmvx") -> list[CorpusModule]:
+    """Lists every corpus module (without building anything); for a target other
+    than VMVX, only the MLIR programs, built into OUTDIR/TARGET/."""
     outdir = Path(outdir).resolve()
+    if target not in TARGET_FLAGS:
+        raise CorpusError(f"unknown corpus target {target!r} (known: {', '.join(TARGET_FLAGS)})")
+    if target != "vmvx":
+        outdir = outdir / target
     modules: list[CorpusModule] = []
     for source in sorted(MLIR_DIR.glob("*.mlir")):
         name = source.stem
-        module = CorpusModule(name, "mlir", source, outdir / f"{name}.vmfb")
+        module = CorpusModule(name, "mlir", source, outdir / f"{name}.vmfb", target=target)
         for line in source.read_text().splitlines():
             if line.startswith(_FLAGS_PREFIX):
                 module.compile_flags += shlex.split(line[len(_FLAGS_PREFIX):])
@@ -301,7 +317,7 @@ def discover(outdir: Path) -> list[CorpusModule]:
             for scope in sorted({e.scope for e in parse_params(params)}):
                 module.parameters[scope] = outdir / f"{name}.{scope}.irpa"
         modules.append(module)
-    for source in sorted(VMASM_DIR.glob("*.vmasm")):
+    for source in sorted(VMASM_DIR.glob("*.vmasm")) if target == "vmvx" else ():
         name = source.stem
         module = CorpusModule(name, "vmasm", source, outdir / f"{name}.vmfb")
         expect = source.with_suffix(".expect")
@@ -338,6 +354,8 @@ def _input_hash(module: CorpusModule) -> str:
     h.update(_RECIPE_VERSION.encode())
     h.update(module.kind.encode())
     h.update("\0".join(module.compile_flags).encode())
+    if module.target != "vmvx":  # VMVX stamps written before targets existed stay valid
+        h.update("\0".join(TARGET_FLAGS[module.target]).encode())
     h.update(module.source.read_bytes())
     params = module.source.with_suffix(".params")
     if module.parameters and params.exists():
@@ -396,7 +414,8 @@ def build_module(module: CorpusModule, force: bool = False) -> bool:
     module.vmfb.parent.mkdir(parents=True, exist_ok=True)
     tmp = module.vmfb.with_name(module.vmfb.name + ".tmp")
     if module.kind == "mlir":
-        cmd = [tool_path("iree-compile"), *MLIR_BASE_FLAGS, *module.compile_flags, str(module.source), "-o", str(tmp)]
+        cmd = [tool_path("iree-compile"), *TARGET_FLAGS[module.target], *module.compile_flags,
+               str(module.source), "-o", str(tmp)]
     else:
         cmd = [tool_path("iree-as-module"), str(module.source), f"--output={tmp}"]
     _run_tool(cmd, module.source)
@@ -407,7 +426,8 @@ def build_module(module: CorpusModule, force: bool = False) -> bool:
     return True
 
 
-def build_corpus(outdir, jobs: int = DEFAULT_JOBS, force: bool = False) -> list[CorpusModule]:
+def build_corpus(outdir, jobs: int = DEFAULT_JOBS, force: bool = False,
+                 target: str = "vmvx") -> list[CorpusModule]:
     """Builds every corpus module into ``outdir`` and returns their descriptions.
 
     Up-to-date outputs are skipped. Raises CorpusError naming the failing
@@ -415,7 +435,7 @@ def build_corpus(outdir, jobs: int = DEFAULT_JOBS, force: bool = False) -> list[
     """
     outdir = Path(outdir).resolve()
     outdir.mkdir(parents=True, exist_ok=True)
-    modules = discover(outdir)
+    modules = discover(outdir, target)
     errors: list[str] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(build_module, m, force): m for m in modules}

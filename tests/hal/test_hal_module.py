@@ -113,8 +113,11 @@ def test_executable_from_the_mlp_lists_its_dispatch_functions():
         executable.lookup_function("missing")
     assert info.value.code == StatusCode.NOT_FOUND
     with pytest.raises(vmrt.VmrtError) as info:
-        device.create_executable("embedded-elf-x86_64", image)
+        device.create_executable("cuda-nvptx-fb", image)
     assert info.value.code == StatusCode.NOT_FOUND
+    with pytest.raises(vmrt.VmrtError) as info:  # a format vmrt loads, given other bytes
+        device.create_executable("embedded-elf-x86_64", image)
+    assert info.value.code == StatusCode.INVALID_ARGUMENT
 
 
 # -- the MLIR corpus ---------------------------------------------------------------------------

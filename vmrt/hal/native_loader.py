@@ -1,0 +1,244 @@
+"""Native CPU executables from iree-compile's llvm-cpu target: `embedded-elf-x86_64`
+(vmrt's own ELF loader, vmrt/hal/elf.py) and `system-elf-x86_64` (the system loader),
+both speaking IREE's executable library ABI; workgroups run in C without the GIL
+(csrc/vmrt_executable.c).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+
+from vmrt.errors import StatusCode
+from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader, FunctionInfo
+from vmrt.hal.types import HalError
+
+EMBEDDED_FORMAT = "embedded-elf-x86_64"
+SYSTEM_FORMAT = "system-elf-x86_64"
+NATIVE_FORMATS = (EMBEDDED_FORMAT, SYSTEM_FORMAT)
+QUERY_SYMBOL = "iree_hal_executable_library_query"
+_ERROR_CAPACITY = 512
+_LOCAL_ALIGNMENT = 64
+
+try:
+    if os.environ.get("VMRT_NO_NATIVE", "") not in ("", "0"):
+        raise ImportError("disabled by VMRT_NO_NATIVE")
+    from vmrt._cnative import ffi as _ffi, lib as _lib
+    _UNAVAILABLE = None
+except ImportError as error:  # the pure-Python install: no native executables
+    _ffi = _lib = None
+    _UNAVAILABLE = f"vmrt's C extension is not available ({error})"
+
+if _UNAVAILABLE is None and not (sys.platform.startswith("linux")
+                                 and platform.machine() in ("x86_64", "AMD64")):
+    _UNAVAILABLE = f"native executables are x86-64 Linux code; this is {platform.machine()}"
+
+
+def native_unavailable_reason() -> str | None:
+    """Why this process cannot run native executables, or None when it can."""
+    return _UNAVAILABLE
+
+
+def _check(status: int, error, what: str) -> None:
+    if status:
+        message = _ffi.string(error).decode("utf-8", "replace")
+        raise HalError(f"{what}: {message}", StatusCode(status) if 0 < status <= 18
+                       else StatusCode.INTERNAL)
+
+
+def _address(view) -> int:
+    """The address of a buffer's first byte (0 when it is empty)."""
+    if not len(view):
+        return 0
+    with _ffi.from_buffer(view) as pointer:
+        return int(_ffi.cast("uintptr_t", pointer))
+
+
+class _SystemImage:
+    """A shared object loaded by the system loader from a memfd (never a named file)."""
+
+    def __init__(self, data):
+        handle, query = _ffi.new("void**"), _ffi.new("void**")
+        error = _ffi.new("char[]", _ERROR_CAPACITY)
+        with _ffi.from_buffer(data) as source:
+            status = _lib.vmrt_system_library_load(source, len(source), handle, query, error,
+                                                   _ERROR_CAPACITY)
+        _check(status, error, f"invalid {SYSTEM_FORMAT} executable")
+        self._handle = handle[0]
+        self.query_address = int(_ffi.cast("uintptr_t", query[0]))
+        self.base = self.size = 0  # the system loader's image is not bounds-checked
+
+    def close(self) -> None:
+        if self._handle is not None:
+            _lib.vmrt_system_library_unload(self._handle)
+            self._handle = None
+
+
+class _EmbeddedImage:
+    """An embedded ELF mapped by vmrt's own loader."""
+
+    def __init__(self, data):
+        from vmrt.hal.elf import ElfModule
+        self._module = ElfModule(data)
+        try:
+            self.query_address = self._module.lookup(QUERY_SYMBOL)
+        except HalError:
+            self._module.close()
+            raise HalError(f"invalid {EMBEDDED_FORMAT} executable: no export '{QUERY_SYMBOL}'",
+                           StatusCode.NOT_FOUND) from None
+        self.base, self.size = self._module.base, self._module.size
+
+    def close(self) -> None:
+        self._module.close()
+
+
+class _PreparedDispatch:
+    """A dispatch's C block (vmrt_dispatch_block_t), shared by every worker that runs
+    its workgroups, with the bound memoryviews that pin its binding addresses."""
+
+    __slots__ = ("ordinal", "name", "block", "local_size", "bindings")
+
+    def __init__(self, ordinal, name, block, local_size, bindings):
+        self.ordinal = ordinal
+        self.name = name
+        self.block = block
+        self.local_size = local_size
+        self.bindings = bindings
+
+
+class NativeExecutable(Executable):
+    """A hal.executable backed by a native library; released with its last reference."""
+
+    __slots__ = ("format", "library_name", "_image", "_library", "_local")
+
+    def __init__(self, executable_format: str, image, constants: bytes):
+        self.format = executable_format
+        self._image = image
+        self._library = None
+        self._local: dict[int, tuple] = {}
+        count = len(constants) // 4
+        values = _ffi.new("uint32_t[]", max(count, 1))
+        _ffi.memmove(values, constants, count * 4)
+        out, error = _ffi.new("vmrt_library_t**"), _ffi.new("char[]", _ERROR_CAPACITY)
+        try:
+            _check(_lib.vmrt_library_open(_ffi.cast("void*", image.query_address), image.base,
+                                          image.size, values, count, out, error,
+                                          _ERROR_CAPACITY),
+                   error, f"{executable_format} executable")
+        except BaseException:
+            image.close()
+            raise
+        self._library = out[0]
+        self.library_name = _ffi.string(_lib.vmrt_library_name(self._library)).decode(
+            "utf-8", "replace")
+        super().__init__(self._read_exports())
+
+    def _read_exports(self) -> list[FunctionInfo]:
+        info = _ffi.new("vmrt_export_info_t*")
+        functions = []
+        for ordinal in range(_lib.vmrt_library_export_count(self._library)):
+            _lib.vmrt_library_export_info(self._library, ordinal, info)
+            functions.append(FunctionInfo(
+                _ffi.string(info.name).decode("utf-8", "replace"), info.constant_count,
+                info.binding_count, info.local_memory_size, tuple(info.workgroup_size)))
+        return functions
+
+    def __repr__(self) -> str:
+        return f"<hal.executable {self.format} {self.library_name} {len(self.functions)} functions>"
+
+    def on_release(self) -> None:
+        library, self._library = self._library, None
+        if library is not None:
+            _lib.vmrt_library_close(library)
+            self._image.close()
+
+    def prepare(self, state: DispatchState) -> _PreparedDispatch:
+        info = self.functions[state.function] if 0 <= state.function < len(self.functions) \
+            else self.function_info(state.function)  # (raises OUT_OF_RANGE)
+        bindings = state.bindings
+        block = _ffi.new("vmrt_dispatch_block_t*")
+        if _lib.vmrt_dispatch_block_init(block, info.workgroup_size, state.workgroup_count,
+                                         state.max_concurrency, state.constants,
+                                         len(state.constants), len(bindings)):
+            raise HalError(f"dispatch {info.name}: workgroup count {state.workgroup_count}, "
+                           f"{len(state.constants)} constant bytes or {len(bindings)} "
+                           "bindings out of range (z at most 65535, at most 64 each)",
+                           StatusCode.OUT_OF_RANGE)
+        # Addresses only: a cffi view of a memoryview alive in a frame that an
+        # exception holds can crash the garbage collector. The memoryviews in
+        # `bindings` pin the memory while the dispatch runs.
+        addresses, lengths = block.binding_addresses, block.binding_lengths
+        for i, view in enumerate(bindings):
+            addresses[i] = _address(view)
+            lengths[i] = len(view)
+        return _PreparedDispatch(state.function, info.name, block, info.local_memory_size,
+                                 bindings)
+
+    def split(self, prepared: _PreparedDispatch, state: DispatchState,
+              workers: int) -> list[tuple[int, int]]:
+        """Every worker takes small batches of workgroups from one shared counter
+        (in C) until none are left, so a worker that gets its core late does less."""
+        total = state.workgroup_total
+        if workers <= 1 or total <= 1:
+            return [(0, total)]
+        prepared.block.grain = max(1, total // (4 * workers))
+        return [(-1, total)] * min(workers, total)
+
+    def run_range(self, prepared: _PreparedDispatch, state: DispatchState, start: int,
+                  stop: int, worker_id: int = 0) -> None:
+        """Runs [start, stop); a start of -1 (split's shares) takes workgroups of
+        [0, stop) from the dispatch's shared counter instead."""
+        size = prepared.local_size
+        local = self._local_memory(worker_id, size) if size else _ffi.NULL
+        block = prepared.block
+        if start >= 0:
+            failed = _lib.vmrt_library_dispatch(self._library, prepared.ordinal, block, start,
+                                                stop, worker_id, local, size)
+        else:
+            failed = _lib.vmrt_library_dispatch_shared(self._library, prepared.ordinal, block,
+                                                       stop, worker_id, local, size)
+        if failed:
+            self._raise_failure(prepared)
+
+    @staticmethod
+    def _raise_failure(prepared: _PreparedDispatch) -> None:
+        block = prepared.block
+        plane = block.state.workgroup_count_x * block.state.workgroup_count_y
+        z, rest = divmod(block.failed_index, plane)
+        y, x = divmod(rest, block.state.workgroup_count_x)
+        raise HalError(f"dispatch {prepared.name} workgroup ({x}, {y}, {z}): executable "
+                       f"entry point returned catastrophic error {block.result}",
+                       StatusCode.INTERNAL)
+
+    def _local_memory(self, worker_id: int, size: int):
+        """The worker's local memory, 64-byte aligned as compiled code may assume;
+        kept per worker (a worker id is one thread's) and grown when needed."""
+        held = self._local.get(worker_id)
+        if held is None or held[1] < size:
+            raw = _ffi.new("uint8_t[]", size + _LOCAL_ALIGNMENT)
+            offset = -int(_ffi.cast("uintptr_t", raw)) % _LOCAL_ALIGNMENT
+            held = self._local[worker_id] = (raw, size, raw + offset)
+        return held[2]
+
+    def run_workgroups(self, prepared, workgroups, worker_id: int = 0) -> None:
+        state = prepared.block.state
+        cx, cy = state.workgroup_count_x, state.workgroup_count_y
+        for x, y, z in workgroups:
+            index = (z * cy + y) * cx + x
+            self.run_range(prepared, None, index, index + 1, worker_id)
+
+
+class NativeLoader(ExecutableLoader):
+    """Loads llvm-cpu executables. The formats are offered even where this process
+    cannot run them, so a module gets the reason from hal.executable.create rather
+    than a bare "no device" from device selection."""
+
+    formats = NATIVE_FORMATS
+
+    def load(self, executable_format: str, data, constants: bytes = b"") -> NativeExecutable:
+        if _UNAVAILABLE:
+            raise HalError(f"cannot load {executable_format}: {_UNAVAILABLE}",
+                           StatusCode.UNAVAILABLE)
+        image_type = _EmbeddedImage if executable_format == EMBEDDED_FORMAT else _SystemImage
+        return NativeExecutable(executable_format, image_type(data), bytes(constants))
