@@ -42,6 +42,9 @@ def _module_from(source):
         except OSError as error:
             raise VmrtError(f"cannot read module '{path}': {error.strerror or error}",
                             StatusCode.NOT_FOUND) from None
+        except ValueError as error:  # a NUL in the path, ...
+            raise VmrtError(f"cannot read module {str(path)!r}: {error}",
+                            StatusCode.INVALID_ARGUMENT) from None
         if path.suffix == ".vmasm" or (b"\0" not in data[:4096] and _is_vmasm_text(
                 data[:4096].decode("utf-8", "replace"))):
             return _assemble(data.decode("utf-8", "replace"), str(path)), str(path)
@@ -82,7 +85,7 @@ class LoadedModule:
         if fn is None:
             if self.context._closed:
                 raise VmrtError(f"module '{self.name}' was closed", StatusCode.FAILED_PRECONDITION)
-            fn = self._functions[name] = self.context.function(f"{self.name}.{name}")
+            fn = self._functions[name] = self.context.function(self.name, name)
         return fn
 
     def __getattr__(self, name: str):

@@ -114,3 +114,24 @@ class VMError(VmrtError):
 
     def format_stack(self) -> str:
         return "\n".join(f"  at {frame}" for frame in self.stack)
+
+
+def release_frames(error: BaseException, keep_traceback: bool = True) -> None:
+    """Lets go of what the frames an error left hold (locals, arguments): each
+    frame of its traceback and of the errors it chains is cleared (frames still
+    running are skipped), and the chained errors' tracebacks are dropped (a cleared
+    frame still holds the function it ran, closures included); `keep_traceback=False`
+    drops the error's own too. A kept error, or a reference cycle through one (an
+    error in a local of a frame it passed), then holds nothing of the failed work."""
+    import traceback
+
+    pending, seen = [error], set()
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        if current is not error or not keep_traceback:
+            current.__traceback__ = None
+        pending += (current.__cause__, current.__context__)

@@ -102,3 +102,72 @@ def test_bad_limit_is_one_line(module):
     result = vmrt_run(module, "--function=spin", "--max_depth=20000")
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and "INVALID_ARGUMENT" in result.stderr
+
+
+# -- issue 15: bad limits and bad input are one error line, exit status 1 ----------------------------
+@pytest.mark.parametrize("flag", ["--timeout=nan", "--timeout=-1", "--fuel=nan", "--fuel=1.5",
+                                  "--max_memory=lots", "--bogus"])
+def test_bad_flags_are_one_line_and_exit_1(module, flag):
+    result = vmrt_run(module, "--function=spin", flag)  # (spins forever if accepted)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_usage_errors_are_one_line_and_exit_1():
+    for argv in (["run", "--bogus"], [], ["params", "dump", "--extract"], ["nope"]):
+        result = subprocess.run([sys.executable, "-m", "vmrt.tools.cli", *argv],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, (argv, result.stderr)
+        assert "error:" in result.stderr and "usage:" not in result.stderr
+
+
+MLP = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "mlp.vmfb"
+
+
+@pytest.mark.parametrize("value, code", [
+    ("99999999999x99999999999xf32=1", "OUT_OF_RANGE"),         # the element count overflows
+    ("100000x100000x1000xf32=1", "RESOURCE_EXHAUSTED"),        # 40 TB: refused at once
+])
+def test_impossible_tensor_inputs_are_one_line(value, code):
+    result = subprocess.run([sys.executable, "-m", "vmrt.tools.cli", "run", f"--module={MLP}",
+                             f"--input={value}"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and code in result.stderr
+
+
+def test_a_nul_in_a_module_path_is_a_vmrt_error():
+    import vmrt
+    for load in (vmrt.load, vmrt.load_module):
+        with pytest.raises(vmrt.VmrtError) as info:
+            load("a\0b.vmfb")
+        assert info.value.code == vmrt.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("action", [["stats"], ["schedule"], ["compile", "-o", "x.vmfb"],
+                                    ["run", "--kernels=k"]])
+def test_stream_tools_on_a_file_that_is_not_utf8(tmp_path, action):
+    bad = tmp_path / "bad.stream"
+    bad.write_bytes(b"// ok\n\xff\xfe")
+    result = subprocess.run([sys.executable, "-m", "vmrt.tools.cli", "stream", action[0],
+                             str(bad), *action[1:]], capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert f"{bad}:2:1: not UTF-8 text" in result.stderr
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.02, 0.05, 0.1, 0.3])
+def test_ctrl_c_ends_the_command_without_a_traceback(module, delay):
+    import signal
+    import time
+    # The command's main() from its start: loading subcommands and their imports
+    # (numpy's may turn a Ctrl-C into an ImportError), parsing flags, running.
+    starter = ("import sys; from vmrt.tools.cli import main; print('ready', flush=True); "
+               f"sys.exit(main(['run', '--module={module}', '--function=spin']))")
+    process = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "ready\n"
+    time.sleep(delay)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130 and "Traceback" not in err, err

@@ -451,3 +451,127 @@ def test_contexts_without_limits_refuse_limit_calls(module):
     with pytest.raises(VMError) as info:
         ctx.cancel()
     assert info.value.code == StatusCode.FAILED_PRECONDITION
+
+
+# -- issue 15: what a failed call held, NaN limits, one context on two threads -------------------
+HOSTILE = """
+vm.module @hostile version 0
+vm.type i32
+vm.type !vm.buffer
+vm.type !vm.opaque
+vm.type !vm.list<!vm.opaque>
+
+vm.export @hold_then_spin
+vm.func @hold_then_spin(%i0: i32) -> () {
+^bb0:
+  %i2:3 = vm.ext.i32.i64.s %i0
+  %i4 = vm.const.i32 16
+  %r0 = vm.buffer.alloc %i2:3, %i4
+  vm.br ^bb1()
+^bb1:
+  vm.br ^bb1()
+}
+
+// A list holding a buffer of %i0 bytes and itself, dropped on return.
+vm.export @self_list
+vm.func @self_list(%i0: i32) -> (i32) {
+^bb0:
+  %i1 = vm.const.i32 2
+  %i5 = vm.const.i32.zero
+  %i6 = vm.const.i32 1
+  %r0 = vm.list.alloc %i1 : !vm.list<!vm.opaque>
+  vm.list.resize %r0, %i1
+  %i2:3 = vm.ext.i32.i64.s %i0
+  %i4 = vm.const.i32 16
+  %r1 = vm.buffer.alloc %i2:3, %i4
+  vm.list.set.ref %r0, %i5, %r1
+  vm.list.set.ref %r0, %i6, %r0
+  vm.return %i5
+}
+
+vm.export @spin
+vm.func @spin() -> () {
+^bb0:
+  vm.br ^bb0()
+}
+
+vm.export @short
+vm.func @short(%i0: i32) -> (i32) {
+^bb0:
+  %i1 = vm.const.i32 1
+  %i0 = vm.add.i32 %i0, %i1
+  vm.cond_br %i0, ^bb1(), ^bb1()
+^bb1:
+  vm.return %i0
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    return vmrt.load_module(assemble(HOSTILE))
+
+
+@pytest.mark.parametrize("limits, code", [
+    (dict(timeout=0.02), StatusCode.DEADLINE_EXCEEDED),
+    (dict(fuel=100_000), StatusCode.RESOURCE_EXHAUSTED),
+])
+def test_a_failed_call_gives_back_its_memory_at_once(hostile, limits, code):
+    ctx = vmrt.Context(modules=[hostile], limits=Limits(max_memory=100_000, **limits))
+    for _ in range(3):  # each call may hold 60 kB of 100: the last one's must be gone
+        with pytest.raises(VMError) as info:
+            ctx.function("hostile.hold_then_spin")(60_000)
+        assert info.value.code == code
+        assert ctx.memory_in_use == 0
+        if ctx.fuel_remaining is not None:
+            ctx.refuel(100_000 - ctx.fuel_remaining)
+
+
+def test_a_list_holding_itself_is_released(hostile):
+    ctx = vmrt.Context(modules=[hostile], limits=Limits(max_memory=100_000))
+    for _ in range(5):  # 60 kB each, under 100 kB: unreachable cycles must not count
+        assert ctx.function("hostile.self_list")(60_000) == 0
+    assert ctx.memory_in_use == 0
+
+
+@pytest.mark.parametrize("name, value", [
+    (name, value) for name in ("fuel", "max_memory", "max_depth", "timeout")
+    for value in (float("nan"), "10", b"1", [1], True, *([] if name == "timeout" else [1.5]))])
+def test_limits_are_validated_at_construction(name, value):
+    with pytest.raises(VMError) as info:
+        Limits(**{name: value})
+    assert info.value.code == StatusCode.INVALID_ARGUMENT
+    assert name in str(info.value)
+
+
+def test_valid_limits_normalize():
+    assert Limits(timeout=float("inf")).timeout is None
+    assert Limits(timeout=2).timeout == 2.0 and Limits(fuel=10).fuel == 10
+    ctx = vmrt.Context(limits=Limits())
+    with pytest.raises(VMError) as info:
+        ctx.set_deadline(float("nan"))
+    assert info.value.code == StatusCode.INVALID_ARGUMENT
+
+
+def test_each_thread_calling_a_context_has_its_own_deadline(hostile):
+    ctx = vmrt.Context(modules=[hostile], limits=Limits(timeout=0.3))
+    short, done = ctx.function("hostile.short"), threading.Event()
+    calls = []
+
+    def caller():  # a short call every 20 ms, all along
+        while not done.is_set():
+            calls.append(short(1))
+            time.sleep(0.02)
+    thread = threading.Thread(target=caller)
+    thread.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(VMError) as info:
+            ctx.function("hostile.spin")()
+    finally:
+        elapsed = time.monotonic() - start
+        done.set()
+        thread.join()
+    assert info.value.code == StatusCode.DEADLINE_EXCEEDED
+    assert 0.3 <= elapsed < 0.3 + 0.1
+    assert len(calls) >= 5 and set(calls) == {2}

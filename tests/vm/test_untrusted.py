@@ -7,6 +7,7 @@ and nothing else escapes. `pytest -s` prints how many modules loaded and ran.
 from __future__ import annotations
 
 import collections
+import gc
 from pathlib import Path
 
 import pytest
@@ -202,6 +203,35 @@ def test_generated_programs_fail_only_with_vmrt_errors(source, choice):
     assert not LEAKED
 
 
+# -- hostile modules using the hal module -----------------------------------------------------------
+@pytest.mark.parametrize("device, cases", [("local-sync", 1000), ("local-task", 200)])
+def test_hostile_hal_calls_stay_within_their_limits(device, cases):
+    """Queue allocations, huge grids, recorded commands and byte-mutated VMVX
+    executables (tests/vm/hostile_hal.py; scripts/fuzz_limits.py runs more): each
+    call ends by its deadline (+100 ms), fails only with a vmrt error that is not
+    INTERNAL, and leaves memory_in_use at 0."""
+    import random
+
+    from tests.vm.hostile_hal import Fuzzer
+    from tests.vm.hostile_hal import close
+    fuzzer = Fuzzer(device)
+    rng = random.Random(15)
+    # The objects of every earlier test are frozen out of the collector's way: a
+    # full collection of this big process (~0.2 s) is not the sandbox overrunning.
+    gc.collect()
+    gc.freeze()
+    try:
+        for _ in range(cases):
+            fuzzer.case(rng)
+    finally:
+        gc.unfreeze()
+        close(fuzzer.context)
+    for key, count in fuzzer.outcomes.items():
+        STATS[f"hal {device} {key}"] += count
+    STATS["hostile hal calls"] += cases
+    assert not fuzzer.problems, fuzzer.problems[:10]
+
+
 # -- imports -------------------------------------------------------------------------------------------
 IMPORTS_ELSEWHERE = """
 vm.module @reach version 0
@@ -234,7 +264,7 @@ def test_a_module_reaches_only_registered_imports():
 
 def test_report_untrusted_outcomes():
     """Runs last in this file: prints the outcome histogram (`pytest -s`)."""
-    assert STATS["mutated modules"] + STATS["generated programs"] > 0
+    assert STATS["mutated modules"] + STATS["generated programs"] + STATS["hostile hal calls"] > 0
     print("\nuntrusted-input suite:")
     for key, count in sorted(STATS.items()):
         print(f"  {key:40} {count}")

@@ -9,7 +9,6 @@ and JSON printing (json_dump).
 from __future__ import annotations
 
 import dataclasses
-import mmap
 import os
 import struct
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 from vmrt.errors import ModuleFormatError, StatusCode
 from vmrt.format import archive as _archive
 from vmrt.format.archive import ArchiveInfo
+from vmrt.format.mapped import MappedFile
 from vmrt.format.flatbuffer import (
     INT32,
     UINT8,
@@ -293,13 +293,16 @@ def _open_buffer(data) -> memoryview:
                 size = os.fstat(f.fileno()).st_size
                 if size == 0:
                     return memoryview(b"")
-                return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+                return memoryview(MappedFile.open(path, f.fileno()))
         except OSError as error:
             code = {2: StatusCode.NOT_FOUND, 13: StatusCode.PERMISSION_DENIED}.get(
                 error.errno or 0, StatusCode.UNAVAILABLE)
             raise ModuleFormatError(
                 f"cannot read module file '{path}': {error.strerror or error}",
                 code) from None
+        except ValueError as error:  # a NUL in the path, ...
+            raise ModuleFormatError(f"cannot read module file {path!r}: {error}",
+                                    StatusCode.INVALID_ARGUMENT) from None
     try:
         mv = memoryview(data)
     except TypeError:

@@ -73,13 +73,15 @@ class HeapAllocator(RefObject):
                 (memory_type | _HOST_VISIBLE) & ~_OPTIMAL, usage | _USAGE_ADDED)
 
     def allocate_buffer(self, memory_type: int, usage: int, size: int, access: int = 0,
-                        queue_affinity: int = -1) -> Buffer:
+                        queue_affinity: int = -1, initial_data=None) -> Buffer:
+        """A new buffer, zero-filled or holding a copy of `initial_data` (`size` bytes)."""
         memory_type, usage, access = canonical_params(memory_type, usage, access)
         compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
         if not compatibility & _ALLOCATABLE:
             raise HalError("allocator cannot allocate a buffer with the given parameters",
                            StatusCode.INVALID_ARGUMENT)
-        buffer = Buffer.allocate(size, memory_type, access, usage, queue_affinity)
+        buffer = Buffer.allocate(size, memory_type, access, usage, queue_affinity,
+                                 initial_data)
         stats = self.statistics
         stats.buffers_allocated += 1
         stats.host_bytes_allocated += size

@@ -9,7 +9,9 @@ runtime/src/iree/hal/buffer.c; WHOLE_BUFFER (-1) means "to the end".
 
 from __future__ import annotations
 
+import ctypes
 import mmap
+import threading
 
 from vmrt.errors import StatusCode
 from vmrt.hal.types import (
@@ -29,6 +31,9 @@ _USAGE_MAPPING_PERSISTENT = int(BufferUsage.MAPPING_PERSISTENT)
 #: Allocations at least this large are anonymous mappings (see zeroed_memory).
 MAPPED_ALLOCATION_BYTES = 2 << 20
 _MAP_ANONYMOUS = getattr(mmap, "MAP_ANONYMOUS", 0)
+
+#: Taken while an allocation moves to private pages (Buffer._make_private).
+_PRIVATE_LOCK = threading.Lock()
 
 # iree_hal_mapping_mode_t
 MAPPING_MODE_SCOPED = 1 << 0
@@ -57,7 +62,32 @@ def zeroed_memory(size: int):
             except (AttributeError, OSError, ValueError):
                 pass  # no THP: 4 KiB zero pages fault in on first touch, still lazily
             return memory
-    return bytearray(size)
+    return _aligned_bytearray(size)
+
+
+#: IREE_HAL_HEAP_BUFFER_ALIGNMENT: compiled dispatches may use aligned vector
+#: loads on binding bases (AVX-512 needs 64 bytes); malloc gives only 16.
+BUFFER_ALIGNMENT = 64
+
+
+def _aligned_bytearray(size: int) -> memoryview:
+    """`size` zero bytes starting at a BUFFER_ALIGNMENT boundary of a bytearray."""
+    data = bytearray(size + BUFFER_ALIGNMENT)
+    offset = -ctypes.addressof(ctypes.c_char.from_buffer(data)) % BUFFER_ALIGNMENT
+    return memoryview(data)[offset:offset + size]
+
+
+def copied_memory(data) -> memoryview:
+    """A BUFFER_ALIGNMENT-aligned private copy of the bytes of `data`: one copy into
+    uninitialized memory (host inputs are overwritten whole; zero-filling first
+    would touch every page twice)."""
+    import numpy as np  # a run-time dependency; imported late to keep start-up short
+    source = memoryview(data).cast("B")
+    raw = np.empty(len(source) + BUFFER_ALIGNMENT, np.uint8)
+    offset = -raw.__array_interface__["data"][0] % BUFFER_ALIGNMENT
+    target = memoryview(raw)[offset:offset + len(source)]
+    target[:] = source
+    return target
 
 
 def validate_memory_type(actual: int, expected: int) -> None:
@@ -111,14 +141,16 @@ class Buffer(RefObject):
     """A hal.buffer. `byte_offset`/`byte_length` locate it inside the storage
     of its allocated buffer (itself, unless it is a subspan)."""
 
-    __slots__ = ("allocated", "storage", "byte_offset", "byte_length", "allocation_size",
+    __slots__ = ("_root", "storage", "byte_offset", "byte_length", "allocation_size",
                  "memory_type", "allowed_access", "allowed_usage", "queue_affinity",
-                 "_preserve_count", "_decommitted")
+                 "_preserve_count", "_decommitted", "charge", "copy_on_write")
 
     def __init__(self, storage: memoryview, memory_type: int, allowed_access: int,
                  allowed_usage: int, *, allocated: "Buffer | None" = None, byte_offset: int = 0,
                  byte_length: int | None = None, queue_affinity: int = -1):
-        self.allocated = allocated if allocated is not None else self
+        # None for an allocated buffer: a buffer never refers to itself, so dropping
+        # the last reference frees it (and gives back its `charge`) at once.
+        self._root = allocated
         self.storage = storage
         self.byte_offset = byte_offset
         self.byte_length = len(storage) - byte_offset if byte_length is None else byte_length
@@ -127,17 +159,22 @@ class Buffer(RefObject):
         self.allowed_access = allowed_access
         self.allowed_usage = allowed_usage
         self.queue_affinity = queue_affinity
+        # Read-only memory a dispatch may write all the same (module constants): the
+        # allocation moves to private pages when a dispatch binds it (map_binding).
+        self.copy_on_write = False
         self._preserve_count = 1
         self._decommitted = False
 
     @classmethod
     def allocate(cls, size: int, memory_type: int, allowed_access: int,
-                 allowed_usage: int, queue_affinity: int = -1) -> "Buffer":
-        """A new zero-filled buffer of `size` bytes (see zeroed_memory)."""
+                 allowed_usage: int, queue_affinity: int = -1,
+                 initial_data=None) -> "Buffer":
+        """A new buffer of `size` bytes: zero-filled (see zeroed_memory), or a copy
+        of `initial_data` (exactly `size` bytes) made without zero-filling first."""
         if size < 0:
             raise HalError(f"allocation size {size} is negative", StatusCode.INVALID_ARGUMENT)
         try:
-            data = zeroed_memory(size)
+            data = zeroed_memory(size) if initial_data is None else copied_memory(initial_data)
         except (MemoryError, OverflowError):
             raise HalError(f"cannot allocate a buffer of {size} bytes",
                            StatusCode.RESOURCE_EXHAUSTED) from None
@@ -163,8 +200,14 @@ class Buffer(RefObject):
         return cls(view, memory_type, allowed_access, allowed_usage,
                    queue_affinity=queue_affinity)
 
+    @property
+    def allocated(self) -> "Buffer":
+        """The allocated buffer whose storage this one covers (itself, or a subspan's root)."""
+        root = self._root
+        return self if root is None else root
+
     def __repr__(self) -> str:
-        kind = "subspan " if self.allocated is not self else ""
+        kind = "subspan " if self._root is not None else ""
         return (f"<hal.buffer {kind}{self.byte_length} bytes @{self.byte_offset} "
                 f"{format_memory_type(self.memory_type)}>")
 
@@ -205,20 +248,41 @@ class Buffer(RefObject):
                 not self.allowed_usage & _USAGE_MAPPING_PERSISTENT):
             validate_memory_type(self.memory_type, _HOST_VISIBLE)
             validate_usage(self.allowed_usage, _USAGE_MAPPING_PERSISTENT)
-        if self.allocated._decommitted:
+        root = self._root
+        if root is None:
+            root = self
+        if root._decommitted:
             raise HalError("buffer has been deallocated (hal.device.queue.dealloca)",
                            StatusCode.FAILED_PRECONDITION)
+        storage = root.storage  # a subspan's own may predate _make_private
         byte_length = self.byte_length
         if offset == 0 and (length == WHOLE_BUFFER or length == byte_length):
             start = self.byte_offset  # the whole buffer: nothing can be out of range
-            return self.storage[start:start + byte_length]
+            return storage[start:start + byte_length]
         start, length = calculate_range(self.byte_offset, byte_length, offset, length)
-        return self.storage[start:start + length]
+        return storage[start:start + length]
+
+    def map_binding(self, offset: int, length: int) -> memoryview:
+        """The bytes a dispatch binds (a persistent mapping of any access). A dispatch
+        may write what it binds, even module constants imported read-only (iree-compile
+        3.13 updates some in place): such an allocation first moves to private
+        copy-on-write pages of the module file (or a private copy of its bytes), once
+        per allocation, so the write lands there and nowhere else."""
+        root = self.allocated
+        if root.copy_on_write and root.storage.readonly:
+            root._make_private()
+        return self.map_range(_ACCESS_ANY, offset, length, MAPPING_MODE_PERSISTENT)
+
+    def _make_private(self) -> None:
+        with _PRIVATE_LOCK:
+            if self.storage.readonly:
+                from vmrt.format.mapped import private_pages
+                self.storage = private_pages(self.storage) or copied_memory(self.storage)
 
     def view(self) -> memoryview:
         """The buffer's bytes (no access checks; for the device's own use)."""
         start = self.byte_offset
-        return self.storage[start:start + self.byte_length]
+        return self.allocated.storage[start:start + self.byte_length]
 
     def map_read(self, offset: int, length: int) -> bytes:
         """iree_hal_buffer_map_read: a copy of bytes [offset, offset+length)."""

@@ -12,6 +12,7 @@ from vmrt.vm.ref import RefObject
 
 #: Largest rank the tools accept (upstream's parser and VLA casts use 128).
 MAX_RANK = 128
+_DEVICE_SIZE_MAX = (1 << 64) - 1
 
 
 def compute_view_size(shape, element_type: int,
@@ -23,9 +24,15 @@ def compute_view_size(shape, element_type: int,
     if element_bit_count(element_type) == 0:
         raise HalError("opaque element types cannot be indexed", StatusCode.INVALID_ARGUMENT)
     count = 1
-    for dim in shape:
+    for index, dim in enumerate(shape):
         count *= dim
-    return element_packed_byte_count(element_type, count)
+        if count > _DEVICE_SIZE_MAX:  # (upstream's iree_device_size_t is 64 bits)
+            raise HalError(f"shape element count overflows device size at dimension {index}",
+                           StatusCode.OUT_OF_RANGE)
+    size = element_packed_byte_count(element_type, count)
+    if size > _DEVICE_SIZE_MAX:
+        raise HalError("shape byte size overflows device size", StatusCode.OUT_OF_RANGE)
+    return size
 
 
 class BufferView(RefObject):

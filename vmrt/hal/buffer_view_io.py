@@ -17,6 +17,7 @@ import re
 import struct
 
 from vmrt.errors import StatusCode
+from vmrt.memory import fill_pattern
 from vmrt.hal import small_float
 from vmrt.hal.buffer_view import MAX_RANK, BufferView, compute_view_size
 from vmrt.hal.types import (
@@ -298,19 +299,37 @@ _SEPARATORS = re.compile(r"[\s,\[\]]+")
 def parse_elements(text: str, element_type: int, element_count: int) -> bytes:
     """Dense bytes of `element_count` elements; one value is a splat, no
     values are zeros, any other count is OUT_OF_RANGE."""
-    size = element_byte_count(element_type)
+    data = bytearray(element_byte_count(element_type) * element_count)
+    write_elements(data, text, element_type, element_count)
+    return bytes(data)
+
+
+def write_elements(target, text: str, element_type: int, element_count: int) -> None:
+    """parse_elements into `target` (zero-filled, exactly the elements' size), in place."""
     tokens = [t for t in _SEPARATORS.split(text) if t]
     if not tokens:
-        return bytes(size * element_count)
+        return
     if len(tokens) > element_count:
         raise HalError(f"output data overflow: element_capacity={element_count} < dst_i="
                        f"{element_count}", StatusCode.OUT_OF_RANGE)
     if len(tokens) == 1:
-        return parse_element(tokens[0], element_type) * element_count
+        pattern = parse_element(tokens[0], element_type)
+        _check_element_bytes(target, len(pattern) * element_count)
+        if element_count:
+            fill_pattern(target, 0, len(target), pattern)
+        return
     if len(tokens) < element_count:
         raise HalError(f"input data string underflow: dst_i={len(tokens)} < "
                        f"element_capacity={element_count}", StatusCode.OUT_OF_RANGE)
-    return b"".join(parse_element(t, element_type) for t in tokens)
+    data = b"".join(parse_element(t, element_type) for t in tokens)
+    _check_element_bytes(target, len(data))
+    memoryview(target)[:] = data
+
+
+def _check_element_bytes(target, size: int) -> None:
+    if len(target) != size:
+        raise HalError(f"elements of {size} bytes do not fill a buffer of {len(target)} bytes",
+                       StatusCode.INVALID_ARGUMENT)
 
 
 def _format_float(value: float) -> str:
@@ -400,8 +419,7 @@ def buffer_view_from_bytes(device_or_allocator, shape, element_type: int, data) 
     if len(data) != size:
         raise HalError(f"buffer view {format_shape_and_type(shape, element_type)} needs {size} "
                        f"bytes but {len(data)} were given", StatusCode.INVALID_ARGUMENT)
-    buffer = allocator.allocate_buffer(INPUT_MEMORY_TYPE, INPUT_USAGE, size)
-    buffer.view()[:] = data
+    buffer = allocator.allocate_buffer(INPUT_MEMORY_TYPE, INPUT_USAGE, size, initial_data=data)
     return BufferView(buffer, shape, element_type, EncodingType.DENSE_ROW_MAJOR)
 
 
@@ -415,9 +433,16 @@ def parse_buffer_view(text: str, device_or_allocator) -> BufferView:
     count = 1
     for d in shape:
         count *= d
-    compute_view_size(shape, element_type)  # rejects opaque zero-width types
-    data = parse_elements(data_text, element_type, count)
-    return buffer_view_from_bytes(device_or_allocator, shape, element_type, data)
+    # As upstream: the buffer first (an impossible size fails here, at once), then
+    # the elements parsed into it.
+    size = compute_view_size(shape, element_type)
+    if size != element_byte_count(element_type) * count:  # (sub-byte types: packed)
+        data = parse_elements(data_text, element_type, count)
+        return buffer_view_from_bytes(device_or_allocator, shape, element_type, data)
+    buffer = _allocator_of(device_or_allocator).allocate_buffer(INPUT_MEMORY_TYPE,
+                                                                INPUT_USAGE, size)
+    write_elements(buffer.view(), data_text, element_type, count)
+    return BufferView(buffer, shape, element_type, EncodingType.DENSE_ROW_MAJOR)
 
 
 def buffer_view_bytes(view: BufferView) -> memoryview:

@@ -15,7 +15,7 @@ import struct
 from vmrt.errors import StatusCode
 from vmrt.hal.allocator import HeapAllocator, queue_compatibility
 from vmrt.hal.buffer import (
-    MAPPING_MODE_PERSISTENT, buffers_overlap, calculate_range, fill_view,
+    buffers_overlap, calculate_range, fill_view,
     validate_access, validate_memory_type, validate_usage,
 )
 from vmrt.hal.executable import DispatchState, Executable
@@ -24,6 +24,7 @@ from vmrt.hal.types import (
     CommandBufferMode, CommandCategory, HalError, MemoryAccess, MemoryType,
     format_buffer_usage, format_command_category,
 )
+from vmrt.vm.limits import current_guard
 from vmrt.vm.ref import RefObject
 
 _TRANSFER = int(CommandCategory.TRANSFER)
@@ -42,6 +43,9 @@ _USAGE_INDIRECT_PARAMETERS = int(BufferUsage.DISPATCH_INDIRECT_PARAMETERS)
 _CUSTOM_ARGUMENTS = int(CUSTOM_ARGUMENTS)
 _UNVALIDATED = int(CommandBufferMode.UNVALIDATED)
 _WORKGROUP_COUNT = struct.Struct("<3I")
+#: What one recorded command (or binding reference) is charged under limits, besides
+#: the bytes it copies: about its Python objects' size.
+_COMMAND_BYTES = 160
 
 
 class Requirements:
@@ -222,8 +226,9 @@ class DispatchCommand:
             if buffer is None:
                 raise HalError(f"required binding {index} is NULL; all bindings must have a "
                                "valid pointer", StatusCode.FAILED_PRECONDITION)
-            views.append(buffer.map_range(_ACCESS_ANY, offset, length, MAPPING_MODE_PERSISTENT))
-        return DispatchState(self.function, tuple(count), (1, 1, 1), self.constants, views)
+            views.append(buffer.map_binding(offset, length))
+        return DispatchState(self.function, tuple(count), (1, 1, 1), self.constants, views,
+                             guard=current_guard())
 
     def run(self, table, runner) -> None:
         runner(self.executable, self.resolve(table))
@@ -249,7 +254,7 @@ class CommandBuffer(RefObject):
 
     __slots__ = ("allocator", "mode", "categories", "queue_affinity", "binding_capacity",
                  "binding_count", "commands", "slot_requirements", "_began", "_ended",
-                 "_debug_depth", "_validate", "_open", "_regions")
+                 "_debug_depth", "_validate", "_open", "_regions", "charge")
 
     def __init__(self, allocator: HeapAllocator, mode: int, categories: int,
                  queue_affinity: int = -1, binding_capacity: int = 0):
@@ -267,6 +272,9 @@ class CommandBuffer(RefObject):
         self._validate = not mode & _UNVALIDATED
         self._open = False  # between begin() and end(): the fast path of recording checks
         self._regions = None
+        # A vmrt.vm.limits.MemoryHold when a context with limits records it: each
+        # recorded command and the bytes it copies are charged while it lives.
+        self.charge = None
 
     def __repr__(self) -> str:
         return f"<hal.command_buffer {len(self.commands)} commands>"
@@ -340,6 +348,8 @@ class CommandBuffer(RefObject):
                           flags: int = 0) -> None:
         if not self._open:
             self._check_recording(0)
+        if self.charge is not None:
+            self.charge.grow(_COMMAND_BYTES)
         self.commands.append(_BARRIER)
 
     def advise_buffer(self, ref, flags: int = 0, arg0: int = 0, arg1: int = 0) -> None:
@@ -362,6 +372,8 @@ class CommandBuffer(RefObject):
         if self._validate:
             self._require(target, _QUEUE_TRANSFER, _USAGE_TRANSFER_TARGET, _ACCESS_WRITE,
                           _DEVICE_VISIBLE, size)
+        if self.charge is not None:
+            self.charge.grow(_COMMAND_BYTES)
         self.commands.append(FillCommand(target, bytes(pattern)))
 
     def update_buffer(self, data, target, flags: int = 0) -> None:
@@ -371,6 +383,8 @@ class CommandBuffer(RefObject):
             self._require(target, _QUEUE_TRANSFER, _USAGE_TRANSFER_TARGET, _ACCESS_WRITE,
                           _DEVICE_VISIBLE)
         # The source is copied now: the caller's memory may change after recording.
+        if self.charge is not None:  # before the copy: its size is the caller's to pick
+            self.charge.grow(_COMMAND_BYTES + len(data))
         self.commands.append(UpdateCommand(bytes(data), target))
 
     def copy_buffer(self, source, target, flags: int = 0) -> None:
@@ -389,6 +403,8 @@ class CommandBuffer(RefObject):
                     source[0], source[2], source[3], target[0], target[2], target[3]):
                 raise HalError("source and target ranges overlap within the same buffer",
                                StatusCode.INVALID_ARGUMENT)
+        if self.charge is not None:
+            self.charge.grow(_COMMAND_BYTES)
         self.commands.append(CopyCommand(source, target))
 
     def dispatch(self, executable: Executable, function: int, workgroup_count=None,
@@ -431,6 +447,8 @@ class CommandBuffer(RefObject):
             for ref in bindings:
                 self._require(ref, _QUEUE_DISPATCH, _USAGE_DISPATCH_STORAGE, _ACCESS_ANY,
                               _DEVICE_VISIBLE)
+        if self.charge is not None:
+            self.charge.grow(_COMMAND_BYTES + len(constants) + _COMMAND_BYTES * len(bindings))
         self.commands.append(DispatchCommand(
             executable, function,
             tuple(int(c) & 0xFFFFFFFF for c in workgroup_count) if workgroup_count else None,

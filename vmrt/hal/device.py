@@ -19,7 +19,7 @@ import itertools
 import os
 import threading
 
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.errors import StatusCode, VmrtError, release_frames
 from vmrt.hal.allocator import HeapAllocator
 from vmrt.hal.buffer import Buffer, check_fill_pattern, fill_view, map_copy
 from vmrt.hal.command_buffer import CommandBuffer, DispatchCommand
@@ -27,6 +27,7 @@ from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader
 from vmrt.hal.file import MemoryFile
 from vmrt.hal.semaphore import Fence, Semaphore
 from vmrt.hal.types import WHOLE_BUFFER, HalError, MemoryAccess
+from vmrt.vm.limits import carry_guard
 from vmrt.vm.ref import RefObject
 
 _ACCESS_WRITE = int(MemoryAccess.WRITE)
@@ -53,9 +54,10 @@ class Device(RefObject):
         self.identifier = identifier
         self.allocator = allocator or HeapAllocator()
         if loaders is None:
+            from vmrt.hal.native_loader import NativeLoader
             from vmrt.hal.python_loader import PythonLoader
             from vmrt.hal.vmvx_loader import VmvxLoader
-            loaders = [VmvxLoader(), PythonLoader()]
+            loaders = [VmvxLoader(), NativeLoader(), PythonLoader()]
         self.loaders: list[ExecutableLoader] = list(loaders)
 
     def __repr__(self) -> str:
@@ -227,28 +229,35 @@ class SyncDevice(Device):
     def _run_dispatches(self, dispatches) -> None:
         for executable, state in dispatches:
             prepared = executable.prepare(state)
-            executable.run_workgroups(prepared, state.workgroup_ids(), 0)
+            executable.run_range(prepared, state, 0, state.workgroup_total, 0)
 
 
 class TaskDevice(Device):
     """`local-task`: queue operations on an issue thread, workgroups on workers."""
 
-    __slots__ = ("worker_count", "_workers", "_workers_local", "_issuer", "_pending", "_idle",
-                 "_lock")
+    __slots__ = ("worker_count", "_workers", "_workers_local", "_take_id", "_issuer",
+                 "_pending", "_idle", "_lock")
 
     def __init__(self, identifier: str = "local-task", loaders=None, allocator=None,
                  worker_count: int | None = None):
         super().__init__(identifier, loaders, allocator)
         self.worker_count = max(1, worker_count or min(8, os.cpu_count() or 1))
+        # Every thread that runs workgroups (workers, and issue threads running a
+        # dispatch's first chunk themselves) has its own worker id: executables keep
+        # per-worker state (VMVX contexts, local memory) by it.
         ids = itertools.count()
         local = threading.local()
+
+        def take_id():
+            local.worker_id = next(ids)
+            return local.worker_id
+        self._take_id = take_id
         self._workers = concurrent.futures.ThreadPoolExecutor(
-            self.worker_count, thread_name_prefix="vmrt-hal-worker",
-            initializer=lambda: setattr(local, "worker_id", next(ids)))
+            self.worker_count, thread_name_prefix="vmrt-hal-worker", initializer=take_id)
         self._workers_local = local
         # Independent queue operations may run side by side; each may wait on the workers.
         self._issuer = concurrent.futures.ThreadPoolExecutor(
-            2, thread_name_prefix="vmrt-hal-issue")
+            2, thread_name_prefix="vmrt-hal-issue", initializer=take_id)
         self._pending = 0
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -258,6 +267,7 @@ class TaskDevice(Device):
         return self.worker_count
 
     def _submit(self, wait: Fence | None, signal: Fence | None, work) -> None:
+        work = carry_guard(work)  # the submitting call's limits go with its work
         with self._lock:
             self._pending += 1
 
@@ -275,13 +285,16 @@ class TaskDevice(Device):
                         self._idle.notify_all()
 
         def run():
+            nonlocal work
+            error = None
             try:
                 if work is not None:
                     work()
-            except BaseException as exc:  # travels through the signal fence
-                finish(as_error(exc))
-                return
-            finish(None)
+            except BaseException as exc:  # travels through the signal fence (as a copy)
+                error = as_error(exc)
+                release_frames(exc, keep_traceback=False)
+            work = None  # what the work held goes before its fence wakes anyone
+            finish(error)
 
         def ready(error):
             if error is not None:
@@ -297,28 +310,44 @@ class TaskDevice(Device):
             wait.on_reached(ready)
 
     def _run_dispatches(self, dispatches) -> None:
-        """Splits every dispatch of a region into chunks of workgroups and runs
-        them all on the workers; returns when all are done."""
+        """Splits every dispatch of a region into one chunk of workgroups per
+        worker; the calling thread runs the first chunk itself (one thread
+        hand-off fewer) and the workers the rest; returns when all are done."""
         local = self._workers_local
-        futures = []
+        chunks = []
         for executable, state in dispatches:
+            state.max_concurrency = self.worker_count
             prepared = executable.prepare(state)
-            total = state.workgroup_total
-            chunk = max(1, -(-total // self.worker_count))
+            chunks.extend((executable, prepared, state, start, stop)
+                          for start, stop in executable.split(prepared, state,
+                                                              self.worker_count))
+        if not chunks:
+            return
 
-            def run_chunk(start, stop, executable=executable, prepared=prepared, state=state):
-                executable.run_workgroups(prepared, state.workgroup_ids(start, stop),
-                                          local.worker_id)
-            for start in range(0, total, chunk):
-                futures.append(self._workers.submit(run_chunk, start, start + chunk))
+        def run_chunk(executable, prepared, state, start, stop):
+            worker_id = getattr(local, "worker_id", None)
+            if worker_id is None:  # a thread of the host's running the region
+                worker_id = self._take_id()
+            executable.run_range(prepared, state, start, stop, worker_id)
+        futures = [self._workers.submit(run_chunk, *chunk) for chunk in chunks[1:]]
         first_error = None
+        try:
+            run_chunk(*chunks[0])
+        except BaseException as exc:
+            first_error = exc
         for future in futures:
             try:
                 future.result()
             except BaseException as exc:
-                first_error = first_error or exc
+                if first_error is None:
+                    first_error = exc
+                else:
+                    release_frames(exc)  # (only the first error travels on)
         if first_error is not None:
-            raise first_error
+            try:
+                raise first_error
+            finally:  # no cycle (error -> traceback -> this frame -> error) keeps the work
+                first_error = futures = None
 
     def wait_idle(self, timeout_seconds: float | None = None) -> None:
         with self._idle:

@@ -27,6 +27,7 @@ class FunctionInfo:
     constant_count: int = 0
     binding_count: int = 0
     local_memory_size: int = 0  # bytes, a whole number of pages
+    workgroup_size: tuple[int, int, int] = (1, 1, 1)
 
 
 @dataclass
@@ -39,6 +40,10 @@ class DispatchState:
     workgroup_size: tuple[int, int, int] = (1, 1, 1)
     constants: bytes = b""
     bindings: list = field(default_factory=list)  # writable memoryviews
+    max_concurrency: int = 1  # workers the device may run its workgroups on
+    #: The vmrt.vm.limits.CallGuard of the call that submitted it, when its context has
+    #: limits: workgroups stop at its deadline or cancellation, VM code is metered.
+    guard: object = None
 
     @property
     def workgroup_total(self) -> int:
@@ -47,12 +52,16 @@ class DispatchState:
 
     def workgroup_ids(self, start: int = 0, stop: int | None = None):
         """Workgroup (x, y, z) ids in upstream's order (x fastest), the
-        [start, stop) slice of the linearized range."""
+        [start, stop) slice of the linearized range. Under a guard, each one is
+        handed out only while the call may go on (CANCELLED, DEADLINE_EXCEEDED)."""
         cx, cy, _ = self.workgroup_count
         total = self.workgroup_total
         stop = total if stop is None else min(stop, total)
         plane = cx * cy
+        check = self.guard.check if self.guard is not None else None
         for index in range(start, stop):
+            if check is not None:
+                check()
             z, rest = divmod(index, plane)
             y, x = divmod(rest, cx)
             yield x, y, z
@@ -61,7 +70,7 @@ class DispatchState:
 class Executable(RefObject):
     """A hal.executable: a table of dispatch functions."""
 
-    __slots__ = ("functions", "_by_name")
+    __slots__ = ("functions", "_by_name", "charge")
 
     def __init__(self, functions: list[FunctionInfo]):
         self.functions = list(functions)
@@ -90,6 +99,19 @@ class Executable(RefObject):
     def run_workgroups(self, prepared, workgroups, worker_id: int = 0) -> None:
         """Runs the given workgroup ids of a prepared dispatch (override)."""
         raise NotImplementedError
+
+    def split(self, prepared, state: DispatchState, workers: int) -> list[tuple[int, int]]:
+        """The [start, stop) ranges of workgroups that `workers` threads run, one
+        range per run_range call: here one equal share each."""
+        total = state.workgroup_total
+        step = max(1, -(-total // workers))
+        return [(start, min(start + step, total)) for start in range(0, total, step)]
+
+    def run_range(self, prepared, state: DispatchState, start: int, stop: int,
+                  worker_id: int = 0) -> None:
+        """Runs workgroups [start, stop) of the linearized range (x fastest);
+        executables whose loop is native override it to run the range at once."""
+        self.run_workgroups(prepared, state.workgroup_ids(start, stop), worker_id)
 
 
 class ExecutableLoader:

@@ -12,6 +12,7 @@ import time
 
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.hal.types import HalError
+from vmrt.vm.limits import current_guard
 from vmrt.vm.ref import RefObject
 
 
@@ -28,6 +29,45 @@ _CHANGED = threading.Condition(threading.Lock())
 #: Threads blocked in _CHANGED.wait() (changed under _CHANGED): signals skip
 #: notify_all, a few Python calls, when nobody waits.
 _waiting = 0
+
+
+#: How often a wait under a CallGuard looks at the call's cancellation and deadline.
+GUARD_POLL_SECONDS = 0.01
+#: How long such a wait still waits, once its call must stop, for the work it waits
+#: on (which stops with the call) to end.
+GUARD_SETTLE_SECONDS = 0.05
+
+
+class _Interruption:
+    """A wait under a CallGuard: it polls the call's cancellation and deadline, and
+    once the call must stop it waits GUARD_SETTLE_SECONDS more for the work it waits
+    on, which stops with the call too: the call then fails after that work let go of
+    what it held (memory back at once). Then it raises the call's error."""
+
+    __slots__ = ("guard", "error", "until")
+
+    def __init__(self, guard):
+        self.guard = guard
+        self.error = None
+        self.until = None
+
+    def next_wait(self, remaining: float | None) -> float:
+        """How long to wait next (at most `remaining`); raises once settled."""
+        if self.until is None:
+            guard = self.guard
+            self.error = guard.meter.interruption_at(guard.deadline)
+            if self.error is None:
+                return GUARD_POLL_SECONDS if remaining is None else \
+                    min(remaining, GUARD_POLL_SECONDS)
+            self.until = time.monotonic() + GUARD_SETTLE_SECONDS
+        left = self.until - time.monotonic()
+        if left <= 0:
+            error, self.error = self.error, None
+            try:
+                raise error
+            finally:  # (no frame of the error's traceback refers to it)
+                error = None
+        return left if remaining is None else min(remaining, left)
 
 
 def deadline_after(timeout_seconds: float | None) -> float | None:
@@ -86,7 +126,10 @@ class Semaphore(RefObject):
             callback(None)
 
     def fail(self, error: VmrtError) -> None:
-        """Fails the semaphore (the first failure wins) and wakes every waiter."""
+        """Fails the semaphore (the first failure wins) and wakes every waiter. It
+        keeps a copy: the error's traceback would keep the failed work (and its
+        closures, often this semaphore's fence) alive."""
+        error = copy_error(error)
         with _CHANGED:
             if self._failure is not None:
                 return
@@ -100,8 +143,11 @@ class Semaphore(RefObject):
 
     def wait(self, value: int, deadline: float | None = None) -> None:
         """Blocks until `value` is reached; DEADLINE_EXCEEDED past `deadline`
-        (a time.monotonic() value; None waits forever)."""
+        (a time.monotonic() value; None waits forever). A thread working for a VM
+        call with limits (vmrt.vm.limits.current_guard) also stops when the call
+        must: cancelled or past its deadline (the call's VMError)."""
         global _waiting
+        guard = None
         with _CHANGED:
             while True:
                 if self._failure is not None:
@@ -115,6 +161,11 @@ class Semaphore(RefObject):
                     if remaining <= 0:
                         raise HalError("timeout waiting on semaphore",
                                        StatusCode.DEADLINE_EXCEEDED)
+                if guard is None:
+                    guard = current_guard()
+                    guard = _Interruption(guard) if guard is not None else False
+                if guard:
+                    remaining = guard.next_wait(remaining)
                 _waiting += 1
                 try:
                     _CHANGED.wait(remaining)

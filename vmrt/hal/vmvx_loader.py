@@ -13,6 +13,7 @@ the `vmvx` module first, when the executable imports it).
 from __future__ import annotations
 
 import threading
+import weakref
 
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.hal.executable import (
@@ -21,6 +22,7 @@ from vmrt.hal.executable import (
 from vmrt.hal.types import HalError
 from vmrt.vm.buffer import ACCESS_ORIGIN_HOST, VMBuffer
 from vmrt.vm.context import Context
+from vmrt.vm.limits import DispatchMeter, current_guard
 from vmrt.vm.list import VMList
 from vmrt.vm.module import BytecodeModule, load_module
 from vmrt.vm.ref import as_type_def
@@ -43,9 +45,11 @@ def _attr(attrs: dict, name: str) -> int:
 class _Prepared:
     """A dispatch turned into VM values shared by every worker."""
 
-    __slots__ = ("function", "name", "constants", "bindings", "size", "count", "local_size")
+    __slots__ = ("function", "name", "constants", "bindings", "size", "count", "local_size",
+                 "guard")
 
-    def __init__(self, function, name, constants, bindings, size, count, local_size):
+    def __init__(self, function, name, constants, bindings, size, count, local_size,
+                 guard=None):
         self.function = function
         self.name = name
         self.constants = constants
@@ -53,20 +57,23 @@ class _Prepared:
         self.size = size
         self.count = count
         self.local_size = local_size
+        self.guard = guard  # the CallGuard of the submitting call (limits), or None
 
 
 class VmvxExecutable(Executable):
     """A hal.executable backed by a VM bytecode module."""
 
-    __slots__ = ("module", "constants", "common_modules", "export_names", "_workers", "_lock")
+    __slots__ = ("module", "constants", "common_modules", "export_names", "_workers", "_lock",
+                 "_contexts")
 
     def __init__(self, module: BytecodeModule, constants: bytes = b"", common_modules=()):
         definition = module.definition
         functions, names = [], []
         for export in definition.exported_functions:
+            # Every export is an entry point, whatever its name (the compiler's
+            # `__builtin_splat_i64` included), and function ids are export
+            # ordinals, as upstream's vmvx_module_loader.c has them.
             name = export.local_name
-            if name.startswith("__"):
-                continue  # __init, __deinit, __set_constants are not dispatch functions
             signature = definition.function_signatures[export.internal_ordinal]
             cconv = signature.calling_convention if signature is not None else ""
             if cconv != ENTRY_SIGNATURE:
@@ -90,24 +97,48 @@ class VmvxExecutable(Executable):
         self.export_names = names
         self._workers: dict[int, list] = {}
         self._lock = threading.Lock()
-        self._worker(0)  # load errors (imports, __set_constants) surface at creation
+        self._contexts: list[Context] = []
+        # Load errors (imports, __set_constants) surface at creation; a context with
+        # limits creating it pays for the module's __init and __set_constants.
+        self._worker(0, current_guard())
 
     def __repr__(self) -> str:
         return f"<hal.executable vmvx {self.module.name} {len(self.functions)} functions>"
 
-    def _worker(self, worker_id: int) -> list:
-        """The worker's dispatch functions (vmrt.Function objects by function id)."""
-        functions = self._workers.get(worker_id)
+    def _worker(self, worker_id: int, guard=None) -> list:
+        """The worker's dispatch functions (vmrt.Function objects by function id).
+        Work for a context with limits (`guard`, a vmrt.vm.limits.CallGuard) runs in
+        worker contexts of its own, metered by a DispatchMeter of that context."""
+        key = worker_id if guard is None else (worker_id, guard.meter)
+        functions = self._workers.get(key)
         if functions is not None:
             return functions
         with self._lock:
-            functions = self._workers.get(worker_id)
+            functions = self._workers.get(key)
             if functions is None:
-                functions = self._workers[worker_id] = self._create_worker()
+                functions = self._workers[key] = self._create_worker(guard)
         return functions
 
-    def _create_worker(self) -> list:
-        context = Context()
+    def _create_worker(self, guard=None) -> list:
+        meter = None
+        if guard is not None:
+            meter = DispatchMeter(guard.meter)
+            meter.bind(guard)
+        context = Context(meter=meter)
+        self._contexts.append(context)
+        try:
+            return self._register_worker(context)
+        finally:
+            if meter is not None:
+                meter.settle()
+
+    def on_release(self) -> None:
+        # Worker contexts are reference cycles: let go of what their modules hold
+        # (charged to a context with limits) now, not when the collector runs.
+        for context in getattr(self, "_contexts", ()):  # (none if __init__ failed early)
+            context.abandon()
+
+    def _register_worker(self, context: Context) -> list:
         for module in self.common_modules:
             context.register(module)
         context.register(self.module)
@@ -120,12 +151,12 @@ class VmvxExecutable(Executable):
             constants = VMList(_BUFFER_TYPE, 1)
             constants.push_ref(VMBuffer(self.constants, mutable=False,
                                         origin=ACCESS_ORIGIN_HOST))
-            context.function(f"{name}.__set_constants")(constants)
+            context.function(name, "__set_constants")(constants)
         elif self.constants:
             raise HalError("executable has no executable-level constants but "
                            f"{len(self.constants) // 4} constants were provided",
                            StatusCode.INVALID_ARGUMENT)
-        return [context.function(f"{name}.{export}") for export in self.export_names]
+        return [context.function(name, export) for export in self.export_names]
 
     def prepare(self, state: DispatchState) -> _Prepared:
         info = self.function_info(state.function)
@@ -136,22 +167,37 @@ class VmvxExecutable(Executable):
             bindings.push_ref(VMBuffer(view, mutable=not view.readonly,
                                        origin=ACCESS_ORIGIN_HOST))
         return _Prepared(state.function, info.name, constants, bindings,
-                         state.workgroup_size, state.workgroup_count, info.local_memory_size)
+                         state.workgroup_size, state.workgroup_count, info.local_memory_size,
+                         state.guard)
 
     def run_workgroups(self, prepared: _Prepared, workgroups, worker_id: int = 0) -> None:
-        fn = self._worker(worker_id)[prepared.function]
-        local = VMBuffer(bytearray(prepared.local_size), mutable=True, origin=ACCESS_ORIGIN_HOST)
+        """Runs the workgroups; under a guard (limits) the worker's VM code spends
+        the calling context's fuel, its local memory is charged to it, and it stops
+        with the call (between workgroups, and at the VM code's check points)."""
+        guard = prepared.guard
+        fn = self._worker(worker_id, guard)[prepared.function]
+        meter = hold = None
+        if guard is not None:
+            hold = guard.meter.hold(prepared.local_size)  # before allocating it
+            meter = fn.context.meter
+            meter.bind(guard)
         constants, bindings = prepared.constants, prepared.bindings
         sx, sy, sz = prepared.size
         cx, cy, cz = prepared.count
         x = y = z = 0
         try:
+            local = VMBuffer(bytearray(prepared.local_size), mutable=True,
+                             origin=ACCESS_ORIGIN_HOST)
             for x, y, z in workgroups:
                 fn(local, constants, bindings, x, y, z, sx, sy, sz, cx, cy, cz)
         except VmrtError as error:
             stack = f" [{' <- '.join(error.stack)}]" if getattr(error, "stack", None) else ""
             raise HalError(f"dispatch {prepared.name} workgroup ({x}, {y}, {z}) failed: "
                            f"{error.message}{stack}", error.code) from error
+        finally:
+            if meter is not None:
+                hold.release()
+                meter.settle()
 
 
 class VmvxLoader(ExecutableLoader):
@@ -162,7 +208,10 @@ class VmvxLoader(ExecutableLoader):
 
     def __init__(self, common_modules=None):
         self._common_modules = common_modules
-        self._cache: dict[bytes, BytecodeModule] = {}
+        # Weak: a module lives as long as an executable made from it (a context
+        # creating executables from ever new bytes must not grow the process).
+        self._cache: "weakref.WeakValueDictionary[bytes, BytecodeModule]" = \
+            weakref.WeakValueDictionary()
         self._lock = threading.Lock()
 
     def common_modules(self) -> list:

@@ -69,6 +69,9 @@ def parse_element_type(text: str) -> ElementType:
     return ElementType(text, kind, int(digits))
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
 def parse_shape_and_type(text: str) -> tuple[tuple[int, ...], ElementType]:
     """`4x8xf32` -> ((4, 8), f32); `f32` -> ((), f32)."""
     value = text.strip().strip('"')
@@ -85,7 +88,7 @@ def parse_shape_and_type(text: str) -> tuple[tuple[int, ...], ElementType]:
     if shape_text:
         for i, dim in enumerate(shape_text.split("x")):
             parsed = _parse_c_int(dim)
-            if parsed is None or parsed < 0:
+            if parsed is None or not 0 <= parsed <= _INT64_MAX:  # (an int64 upstream)
                 raise _invalid(f"shape[{i}] invalid value '{dim}' of '{shape_text}'")
             shape.append(parsed)
     return tuple(shape), parse_element_type(type_text)

@@ -16,6 +16,7 @@ one it opened (same device, inode, size and modification time).
 from __future__ import annotations
 
 import enum
+import errno
 import mmap
 import os
 import stat as stat_module
@@ -47,14 +48,20 @@ class FileMode(str, enum.Enum):
     PRELOAD = "preload"
 
 
+#: errno values that mean the disk (or the file size limit, or a quota) is full.
+_FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
 def os_error_status(error: OSError, what: str) -> VmrtError:
-    """An OSError as a VmrtError with the status code IREE would report."""
+    """An OSError as a VmrtError with the status code IREE would report (a full
+    disk is RESOURCE_EXHAUSTED)."""
     code = {
         FileNotFoundError: StatusCode.NOT_FOUND,
         PermissionError: StatusCode.PERMISSION_DENIED,
         IsADirectoryError: StatusCode.INVALID_ARGUMENT,
         FileExistsError: StatusCode.ALREADY_EXISTS,
-    }.get(type(error), StatusCode.UNAVAILABLE)
+    }.get(type(error), StatusCode.RESOURCE_EXHAUSTED if error.errno in _FULL
+          else StatusCode.UNAVAILABLE)
     reason = error.strerror or str(error)
     return VmrtError(f"{what}: {reason}", code)
 
@@ -117,17 +124,16 @@ class FileHandle:
             if not stat_module.S_ISREG(stat.st_mode):
                 raise VmrtError(f"parameter file '{path}' is not a regular file",
                                 StatusCode.INVALID_ARGUMENT)
-            if mode is FileMode.PRELOAD:
-                data = bytearray(stat.st_size)
-                _pread_fully(fd, memoryview(data), 0, path)
-                writable = bool(access & FileAccess.WRITE)
-                return cls(kind="host_allocation", access=access, path=path,
-                           buffer=memoryview(data) if writable else memoryview(data).toreadonly(),
-                           stat=stat, mode=mode)
+            if mode is not FileMode.PRELOAD:
+                return cls(kind="fd", access=access, path=path, fd=fd, stat=stat, mode=mode)
+            data = _preload(fd, stat.st_size, path)
         except BaseException:
             os.close(fd)
             raise
-        return cls(kind="fd", access=access, path=path, fd=fd, stat=stat, mode=mode)
+        os.close(fd)  # a preloaded file is host memory: its descriptor is not kept
+        view = memoryview(data) if access & FileAccess.WRITE else memoryview(data).toreadonly()
+        return cls(kind="host_allocation", access=access, path=path, buffer=view, stat=stat,
+                   mode=mode)
 
     @classmethod
     def wrap(cls, buffer, access: FileAccess | None = None, *,
@@ -338,11 +344,24 @@ class FileHandle:
         self.close()
 
 
+def _preload(fd: int, size: int, path: str) -> bytearray:
+    try:
+        data = bytearray(size)
+    except MemoryError:
+        raise VmrtError(f"cannot preload '{path}': {size} bytes do not fit in memory",
+                        StatusCode.RESOURCE_EXHAUSTED) from None
+    _pread_fully(fd, memoryview(data), 0, path)
+    return data
+
+
 def _pread_fully(fd: int, target: memoryview, offset: int, path: str | None) -> None:
     done = 0
     total = target.nbytes
     while done < total:
-        n = os.preadv(fd, [target[done:]], offset + done)
+        try:
+            n = os.preadv(fd, [target[done:]], offset + done)
+        except OSError as error:
+            raise os_error_status(error, f"failed to read '{path}'") from None
         if n <= 0:
             raise VmrtError(
                 f"unexpected end of file reading '{path}' at offset {offset + done} "

@@ -47,7 +47,7 @@ def read_file_spans(ops) -> None:
         handle._check_range(file_offset, length)
         done = 0
         while done < length:
-            n = os.preadv(handle.fd, [dst[done:done + _MAX_IO]], file_offset + done)
+            n = _preadv(handle, dst[done:done + _MAX_IO], file_offset + done)
             if n <= 0:
                 raise VmrtError(
                     f"unexpected end of file reading '{handle.path}' at offset "
@@ -156,11 +156,27 @@ def copy_to_fd(fd: int, fd_offset: int, entry, chunk_size: int = 16 << 20) -> No
         done += n
 
 
+def _preadv(handle, target: memoryview, offset: int) -> int:
+    try:
+        return os.preadv(handle.fd, [target], offset)
+    except OSError as error:
+        from vmrt.io.file import os_error_status
+        raise os_error_status(error, f"failed to read '{handle.path}' at offset {offset}") \
+            from None
+
+
 def _pwrite_fully(fd: int, data: memoryview, offset: int) -> None:
+    """Writes all of `data` at `offset`; a full disk is RESOURCE_EXHAUSTED and any
+    other failure a VmrtError too (vmrt.io.file.os_error_status)."""
     done = 0
     total = data.nbytes
     while done < total:
-        n = os.pwritev(fd, [data[done:]], offset + done)
+        try:
+            n = os.pwritev(fd, [data[done:]], offset + done)
+        except OSError as error:
+            from vmrt.io.file import os_error_status
+            raise os_error_status(error, f"failed to write {total - done} bytes at offset "
+                                         f"{offset + done}") from None
         if n <= 0:
             raise VmrtError(f"short write at offset {offset + done}", StatusCode.DATA_LOSS)
         done += n

@@ -17,7 +17,6 @@ from __future__ import annotations
 import concurrent.futures
 import mmap
 import operator
-import os
 import threading
 from array import array
 from typing import Callable, NamedTuple, Sequence
@@ -310,7 +309,7 @@ def _run_writes(moves: list[Move], views: Sequence) -> None:
 def _pread_fully(handle: FileHandle, target: memoryview, offset: int) -> None:
     done, total = 0, target.nbytes
     while done < total:
-        n = os.preadv(handle.fd, [target[done:done + _MAX_IO]], offset + done)
+        n = span_io._preadv(handle, target[done:done + _MAX_IO], offset + done)
         if n <= 0:
             raise VmrtError(f"unexpected end of file reading '{handle.path}' at offset "
                             f"{offset + done} (file truncated?)", StatusCode.DATA_LOSS)

@@ -22,6 +22,7 @@ from vmrt.hal.buffer_view_io import (
 from vmrt.hal.command_buffer import CommandBuffer
 from vmrt.hal.device import Device, create_device
 from vmrt.hal.executable import Executable
+from vmrt.hal.native_loader import NATIVE_FORMATS
 from vmrt.hal.file import MemoryFile
 from vmrt.hal.semaphore import Fence, Semaphore
 from vmrt.hal.types import (
@@ -29,7 +30,8 @@ from vmrt.hal.types import (
     format_buffer_usage, format_memory_type,
 )
 from vmrt.native import NativeModule, export
-from vmrt.vm.buffer import ACCESS_MUTABLE, VMBuffer
+from vmrt.vm.buffer import ACCESS_MUTABLE, ACCESS_ORIGIN_MODULE, VMBuffer
+from vmrt.vm.limits import guarded
 from vmrt.vm.ref import RefObject, null_ref_error, register_ref_type
 
 
@@ -103,19 +105,35 @@ def _ref(buffer, slot: int, offset: int, length: int):
     return buffer, slot & _UINT32_MAX, offset, length
 
 
-class _MemoryCharge:
-    """Per-context state when the context has limits: HAL buffers allocated by its
-    code become `buffer_class`, which gives their bytes back when freed."""
-
-    def __init__(self, context):
-        self.context = context
-        # Same layout as Buffer (no new slots), so a new buffer can switch to it.
-        self.buffer_class = type("ChargedBuffer", (Buffer,), {
-            "__slots__": (), "charged_context": context, "on_release": _release_charged})
+# -- limits ----------------------------------------------------------------------------------------
+# In a context with limits the module's per-context state is the context's Meter
+# (vmrt.vm.limits), passed to exports as `meter` (None without limits).
+#: What a command buffer is charged for itself (its recorded commands: CommandBuffer).
+_COMMAND_BUFFER_BYTES = 512
 
 
-def _release_charged(buffer) -> None:
-    type(buffer).charged_context.release_memory(buffer.allocation_size)
+def _charged(meter, nbytes: int, allocate):
+    """allocate() with `nbytes` charged to `meter` while the object it returns lives
+    (its `charge`); over the limit it fails before allocating anything."""
+    if meter is None:
+        return allocate()
+    hold = meter.hold(nbytes)
+    try:
+        made = allocate()
+    except BaseException:
+        hold.release()
+        raise
+    made.charge = hold
+    return made
+
+
+def _guarded(meter, fn, *args):
+    """fn(*args), under the calling VM call's limits when its context has them:
+    waits, device work and dispatches stop with the call, VM code is metered."""
+    if meter is None:
+        return fn(*args)
+    with guarded(meter):
+        return fn(*args)
 
 
 class HalModule(NativeModule, name="hal", version=7):
@@ -124,15 +142,18 @@ class HalModule(NativeModule, name="hal", version=7):
     With `host_arrays` (the default) the context's Function calls take numpy
     arrays for ref arguments and return buffer view results as numpy arrays.
     `buffer_view_trace` is called as f(key, [buffer views]) by hal.buffer_view.trace.
+    Native executables (llvm-cpu) cannot be metered or interrupted, so a context
+    with Limits refuses them unless the host sets `native_under_limits=True`.
     """
 
     def __init__(self, devices=None, *, device: str = "local-sync", host_arrays: bool = True,
-                 buffer_view_trace=None):
+                 buffer_view_trace=None, native_under_limits: bool = False):
         if devices is None:
             devices = [create_device(device)]
         self.devices: list[Device] = list(devices)
         self.host_arrays = host_arrays
         self.buffer_view_trace = buffer_view_trace
+        self.native_under_limits = native_under_limits
 
     def host_adapter(self) -> "HostAdapter":
         return HostAdapter(self.devices[0] if self.devices else create_device())
@@ -141,26 +162,20 @@ class HalModule(NativeModule, name="hal", version=7):
         # Function calls through this context take and return numpy arrays.
         if self.host_arrays and getattr(context, "host_adapter", None) is None:
             context.host_adapter = self.host_adapter()
-        # A context with limits counts the bytes of the buffers its code allocates.
-        return _MemoryCharge(context) if getattr(context, "meter", None) is not None else None
+        # A context with limits: its meter charges what its code allocates and
+        # carries its calls' limits into device work (see _charged, _guarded).
+        return getattr(context, "meter", None)
 
     # -- allocator ---------------------------------------------------------------------------
     @export("0rIiiI_r", name="allocator.allocate", state=True)
-    def allocator_allocate(self, charge, allocator, queue_affinity, memory_types, buffer_usage,
+    def allocator_allocate(self, meter, allocator, queue_affinity, memory_types, buffer_usage,
                            size):
         allocator = _deref(allocator, HeapAllocator, "allocator")
-        if charge is not None:
-            charge.context.charge_memory(max(size, 0))
         try:
-            buffer = allocator.allocate_buffer(_u32(memory_types), _u32(buffer_usage), size,
-                                               queue_affinity=queue_affinity)
+            return _charged(meter, size, lambda: allocator.allocate_buffer(
+                _u32(memory_types), _u32(buffer_usage), size, queue_affinity=queue_affinity))
         except VmrtError as error:
-            if charge is not None:
-                charge.context.release_memory(max(size, 0))
             raise error.annotate(f"failed to allocate buffer of length {size}")
-        if charge is not None:
-            buffer.__class__ = charge.buffer_class
-        return buffer
 
     @export("0riIiirII_r", name="allocator.import")
     def allocator_import(self, allocator, is_try, queue_affinity, memory_types, buffer_usage,
@@ -183,12 +198,15 @@ class HalModule(NativeModule, name="hal", version=7):
         elif not immutable:
             access |= _WRITE
         try:
-            return allocator.import_buffer(source.view[offset:offset + length],
-                                           _u32(memory_types), usage, access, queue_affinity)
+            buffer = allocator.import_buffer(source.view[offset:offset + length],
+                                             _u32(memory_types), usage, access, queue_affinity)
         except VmrtError:
             if is_try:
                 return None
             raise
+        # Module rodata: a dispatch writing it gets private pages (Buffer.map_binding).
+        buffer.copy_on_write = bool(source.access & ACCESS_ORIGIN_MODULE)
+        return buffer
 
     @export("0iiICrID_rI", name="allocator.select")
     def allocator_select(self, memory_types, buffer_usage, flags, pairs):
@@ -384,12 +402,14 @@ class HalModule(NativeModule, name="hal", version=7):
             _ref(source, source_slot, source_offset, length),
             _ref(target, target_slot, target_offset, length), flags)
 
-    @export("0riiIi_r", name="command_buffer.create")
-    def command_buffer_create(self, device, modes, categories, queue_affinity,
+    @export("0riiIi_r", name="command_buffer.create", state=True)
+    def command_buffer_create(self, meter, device, modes, categories, queue_affinity,
                               binding_capacity):
         device = _deref(device, Device, "device")
-        command_buffer = device.create_command_buffer(_u32(modes), _u32(categories),
-                                                      queue_affinity, _u32(binding_capacity))
+        # Under limits it is charged as it records (CommandBuffer.charge grows).
+        command_buffer = _charged(
+            meter, _COMMAND_BUFFER_BYTES, lambda: device.create_command_buffer(
+                _u32(modes), _u32(categories), queue_affinity, _u32(binding_capacity)))
         command_buffer.begin()
         return command_buffer
 
@@ -471,56 +491,63 @@ class HalModule(NativeModule, name="hal", version=7):
         except VmrtError:
             return 0, 0
 
-    @export("0rIrrIiiII_r", name="device.queue.alloca")
-    def device_queue_alloca(self, device, queue_affinity, wait_fence, signal_fence, pool,
+    @export("0rIrrIiiII_r", name="device.queue.alloca", state=True)
+    def device_queue_alloca(self, meter, device, queue_affinity, wait_fence, signal_fence, pool,
                             memory_types, buffer_usage, size, flags):
         device = _deref(device, Device, "device")
         if pool != 0:
             raise HalError("VM queue allocation pools are not supported",
                            StatusCode.UNIMPLEMENTED)
-        return device.queue_alloca(queue_affinity, _fence(wait_fence), _fence(signal_fence),
-                                   _u32(memory_types), _u32(buffer_usage), size, flags)
+        return _charged(meter, size, lambda: _guarded(
+            meter, device.queue_alloca, queue_affinity, _fence(wait_fence),
+            _fence(signal_fence), _u32(memory_types), _u32(buffer_usage), size, flags))
 
-    @export("0rIrrI_v", name="device.queue.barrier")
-    def device_queue_barrier(self, device, queue_affinity, wait_fence, signal_fence, flags):
-        _deref(device, Device, "device").queue_barrier(
-            queue_affinity, _fence(wait_fence), _fence(signal_fence), flags)
+    @export("0rIrrI_v", name="device.queue.barrier", state=True)
+    def device_queue_barrier(self, meter, device, queue_affinity, wait_fence, signal_fence,
+                             flags):
+        _guarded(meter, _deref(device, Device, "device").queue_barrier,
+                 queue_affinity, _fence(wait_fence), _fence(signal_fence), flags)
 
-    @export("0rIrrrIrIII_v", name="device.queue.copy")
-    def device_queue_copy(self, device, queue_affinity, wait_fence, signal_fence, source,
+    @export("0rIrrrIrIII_v", name="device.queue.copy", state=True)
+    def device_queue_copy(self, meter, device, queue_affinity, wait_fence, signal_fence, source,
                           source_offset, target, target_offset, length, flags):
-        _deref(device, Device, "device").queue_copy(
+        _guarded(
+            meter, _deref(device, Device, "device").queue_copy,
             queue_affinity, _fence(wait_fence), _fence(signal_fence),
             _deref(source, Buffer, "buffer"), source_offset, _deref(target, Buffer, "buffer"),
             target_offset, length, flags)
 
-    @export("0rIrrrI_v", name="device.queue.dealloca")
-    def device_queue_dealloca(self, device, queue_affinity, wait_fence, signal_fence, buffer,
-                              flags):
-        _deref(device, Device, "device").queue_dealloca(
+    @export("0rIrrrI_v", name="device.queue.dealloca", state=True)
+    def device_queue_dealloca(self, meter, device, queue_affinity, wait_fence, signal_fence,
+                              buffer, flags):
+        _guarded(
+            meter, _deref(device, Device, "device").queue_dealloca,
             queue_affinity, _fence(wait_fence), _fence(signal_fence),
             _deref(buffer, Buffer, "buffer"), flags)
 
-    @export("0rIrrrI_v", name="device.queue.execute")
-    def device_queue_execute(self, device, queue_affinity, wait_fence, signal_fence,
+    @export("0rIrrrI_v", name="device.queue.execute", state=True)
+    def device_queue_execute(self, meter, device, queue_affinity, wait_fence, signal_fence,
                              command_buffer, flags):
-        _deref(device, Device, "device").queue_execute(
+        _guarded(
+            meter, _deref(device, Device, "device").queue_execute,
             queue_affinity, _fence(wait_fence), _fence(signal_fence),
             _deref(command_buffer, CommandBuffer, "command_buffer"), (), flags)
 
-    @export("0rIrrrICrIID_v", name="device.queue.execute.indirect")
-    def device_queue_execute_indirect(self, device, queue_affinity, wait_fence, signal_fence,
-                                      command_buffer, flags, bindings):
+    @export("0rIrrrICrIID_v", name="device.queue.execute.indirect", state=True)
+    def device_queue_execute_indirect(self, meter, device, queue_affinity, wait_fence,
+                                      signal_fence, command_buffer, flags, bindings):
         table = [(_deref_or_null(buffer, Buffer, "buffer"), offset, length)
                  for buffer, offset, length in bindings]
-        _deref(device, Device, "device").queue_execute(
+        _guarded(
+            meter, _deref(device, Device, "device").queue_execute,
             queue_affinity, _fence(wait_fence), _fence(signal_fence),
             _deref(command_buffer, CommandBuffer, "command_buffer"), table, flags)
 
-    @export("0rIrrrIIIiI_v", name="device.queue.fill")
-    def device_queue_fill(self, device, queue_affinity, wait_fence, signal_fence, target,
+    @export("0rIrrrIIIiI_v", name="device.queue.fill", state=True)
+    def device_queue_fill(self, meter, device, queue_affinity, wait_fence, signal_fence, target,
                           offset, length, pattern, pattern_length, flags):
-        _deref(device, Device, "device").queue_fill(
+        _guarded(
+            meter, _deref(device, Device, "device").queue_fill,
             queue_affinity, _fence(wait_fence), _fence(signal_fence),
             _deref(target, Buffer, "buffer"), offset, length,
             _pattern_bytes(pattern, pattern_length), flags)
@@ -529,27 +556,30 @@ class HalModule(NativeModule, name="hal", version=7):
     def device_queue_flush(self, device, queue_affinity):
         _deref(device, Device, "device").queue_flush(queue_affinity)
 
-    @export("0rIrrrIrIII_v", name="device.queue.read")
-    def device_queue_read(self, device, queue_affinity, wait_fence, signal_fence, source,
+    @export("0rIrrrIrIII_v", name="device.queue.read", state=True)
+    def device_queue_read(self, meter, device, queue_affinity, wait_fence, signal_fence, source,
                           source_offset, target, target_offset, length, flags):
-        _deref(device, Device, "device").queue_read(
+        _guarded(
+            meter, _deref(device, Device, "device").queue_read,
             queue_affinity, _fence(wait_fence), _fence(signal_fence),
             _deref(source, MemoryFile, "file"), source_offset, _deref(target, Buffer, "buffer"),
             target_offset, length, flags)
 
-    @export("0rIrrrIrIII_v", name="device.queue.update")
-    def device_queue_update(self, device, queue_affinity, wait_fence, signal_fence, source,
-                            source_offset, target, target_offset, length, flags):
+    @export("0rIrrrIrIII_v", name="device.queue.update", state=True)
+    def device_queue_update(self, meter, device, queue_affinity, wait_fence, signal_fence,
+                            source, source_offset, target, target_offset, length, flags):
         source = _deref(source, VMBuffer, "buffer")
         data = source.map_ro(source_offset, length)
-        _deref(device, Device, "device").queue_update(
+        _guarded(
+            meter, _deref(device, Device, "device").queue_update,
             queue_affinity, _fence(wait_fence), _fence(signal_fence), data,
             _deref(target, Buffer, "buffer"), target_offset, length, flags)
 
-    @export("0rIrrrIrIII_v", name="device.queue.write")
-    def device_queue_write(self, device, queue_affinity, wait_fence, signal_fence, source,
-                           source_offset, target, target_offset, length, flags):
-        _deref(device, Device, "device").queue_write(
+    @export("0rIrrrIrIII_v", name="device.queue.write", state=True)
+    def device_queue_write(self, meter, device, queue_affinity, wait_fence, signal_fence,
+                           source, source_offset, target, target_offset, length, flags):
+        _guarded(
+            meter, _deref(device, Device, "device").queue_write,
             queue_affinity, _fence(wait_fence), _fence(signal_fence),
             _deref(source, Buffer, "buffer"), source_offset, _deref(target, MemoryFile, "file"),
             target_offset, length, flags)
@@ -573,10 +603,17 @@ class HalModule(NativeModule, name="hal", version=7):
         return MemoryFile(buffer.map_ro(offset, length), _READ)
 
     # -- executables -------------------------------------------------------------------------------
-    @export("0rIrrr_r", name="executable.create")
-    def executable_create(self, device, queue_affinity, executable_format, data, constants):
+    @export("0rIrrr_r", name="executable.create", state=True)
+    def executable_create(self, charge, device, queue_affinity, executable_format, data,
+                          constants):
         device = _deref(device, Device, "device")
         fmt = _string(_deref(executable_format, VMBuffer, "buffer"))
+        if charge is not None and not self.native_under_limits and fmt in NATIVE_FORMATS:
+            raise HalError(f"executable format '{fmt}' is native code, which Limits cannot "
+                           "meter or interrupt: refused in a context with limits (the host "
+                           "may opt in: HalModule(native_under_limits=True), "
+                           "vmrt run --native_under_limits)",
+                           StatusCode.PERMISSION_DENIED)
         data = _deref(data, VMBuffer, "buffer")
         constant_bytes = b""
         if isinstance(constants, VMBuffer):
@@ -584,7 +621,10 @@ class HalModule(NativeModule, name="hal", version=7):
                 raise HalError("constant buffer data must contain 4-byte elements but data "
                                f"length is {constants.length}", StatusCode.INVALID_ARGUMENT)
             constant_bytes = bytes(constants.view)
-        return device.create_executable(fmt, data.view, constant_bytes, queue_affinity)
+        # Under limits the executable's module is charged while it lives, and its
+        # initializers run metered (vmrt.hal.vmvx_loader).
+        return _charged(charge, data.length + len(constant_bytes), lambda: _guarded(
+            charge, device.create_executable, fmt, data.view, constant_bytes, queue_affinity))
 
     @export("0rr_I", name="executable.lookup.function")
     def executable_lookup_function(self, executable, name):
@@ -592,8 +632,8 @@ class HalModule(NativeModule, name="hal", version=7):
         return executable.lookup_function(_string(_deref(name, VMBuffer, "buffer")))
 
     # -- fences ------------------------------------------------------------------------------------
-    @export("0iICrD_i", name="fence.await")
-    def fence_await(self, timeout_millis, flags, fences):
+    @export("0iICrD_i", name="fence.await", state=True)
+    def fence_await(self, meter, timeout_millis, flags, fences):
         fences = [_deref_or_null(f, Fence, "fence") for (f,) in fences]
         pending = []
         for fence in fences:
@@ -604,10 +644,11 @@ class HalModule(NativeModule, name="hal", version=7):
         timeout = _u32(timeout_millis)
         deadline = None if timeout == _UINT32_MAX else time.monotonic() + timeout / 1000.0
         try:
-            for fence in pending:
-                fence.wait(deadline)
-        except VmrtError as error:
-            if error.code == StatusCode.DEADLINE_EXCEEDED:
+            _guarded(meter, _wait_all, pending, deadline)
+        except HalError as error:  # (the call's own limits fail it: a VMError)
+            # The wait timed out; work that failed with DEADLINE_EXCEEDED fails the call.
+            if error.code == StatusCode.DEADLINE_EXCEEDED and deadline is not None and \
+                    time.monotonic() >= deadline:
                 return int(StatusCode.DEADLINE_EXCEEDED)
             raise
         return 0
@@ -642,6 +683,11 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0r_v", name="fence.signal")
     def fence_signal(self, fence):
         _deref(fence, Fence, "fence").signal()
+
+
+def _wait_all(fences, deadline) -> None:
+    for fence in fences:
+        fence.wait(deadline)
 
 
 _CONSTANT_FORMATS: dict[int, struct.Struct] = {}

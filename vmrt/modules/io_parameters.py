@@ -20,7 +20,8 @@ from vmrt.hal.types import WHOLE_BUFFER, BufferCompatibility, BufferUsage, Memor
 from vmrt.io import ParameterScopes, ProviderSet, ProviderSignal
 from vmrt.io.provider import ParameterProvider, ParameterSpan
 from vmrt.io.transfer import MAX_CONCURRENCY, TransferPlan, host_memory
-from vmrt.modules.hal import _deref, _fence  # importing it registers the !hal.* ref types
+# (importing it registers the !hal.* ref types)
+from vmrt.modules.hal import _charged, _deref, _fence, _guarded
 from vmrt.native import NativeModule, export
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.list import VMList
@@ -109,7 +110,9 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
         self.max_concurrency = max(1, min(int(max_concurrency), MAX_CONCURRENCY))
 
     def create_state(self, context):
-        return None
+        # A context with limits: buffers loaded for its code are charged to it and
+        # the transfers it schedules run under its calls' limits (vmrt.modules.hal).
+        return getattr(context, "meter", None)
 
     def notify(self, signal: ProviderSignal) -> None:
         """Forwards suspend/resume/low-memory to every provider (iree_vm_module notify)."""
@@ -120,10 +123,23 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
         self.providers.notify(signal)
 
     # -- exports -------------------------------------------------------------------------------
-    @export("0rIrrrIiirrr_r")
+    # The exports pass the context's meter (None without limits) on to the methods,
+    # which the host may also call directly.
+    @export("0rIrrrIiirrr_r", name="load", state=True)
+    def _load_export(self, meter, *args):
+        return self.load(*args, meter=meter)
+
+    @export("0rIrrrrrrr_v", name="gather", state=True)
+    def _gather_export(self, meter, *args):
+        self.gather(*args, meter=meter)
+
+    @export("0rIrrrrrrr_v", name="scatter", state=True)
+    def _scatter_export(self, meter, *args):
+        self.scatter(*args, meter=meter)
+
     def load(self, device, queue_affinity, wait_fence, signal_fence, source_scope,
              target_queue_affinity, target_memory_types, target_buffer_usage, key_table,
-             key_data, spans):
+             key_data, spans, meter=None):
         signal = _fence(signal_fence)
         try:
             device = _deref(device, Device, "device")
@@ -142,21 +158,20 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
                     buffer = allocator.import_buffer(view, memory_types, usage, _READ,
                                                      target_queue_affinity)
                 else:
-                    buffer = allocator.import_buffer(host_memory(span.length), memory_types,
-                                                     usage, 0, target_queue_affinity)
+                    buffer = _charged(meter, span.length, lambda: allocator.import_buffer(
+                        host_memory(span.length), memory_types, usage, 0, target_queue_affinity))
                 buffers.append(buffer)
             targets = [None if view is not None else buffer
                        for view, buffer in zip(lent, buffers)]
-            self._schedule(device, queue_affinity, _fence(wait_fence), signal, plan,
+            self._schedule(meter, device, queue_affinity, _fence(wait_fence), signal, plan,
                            lambda: [None if b is None else b.map_range(_WRITE)
                                     for b in targets])
             return VMList.from_values(buffers, "!hal.buffer")
         except Exception as exc:
             raise _fail(signal, exc)
 
-    @export("0rIrrrrrrr_v")
     def gather(self, device, queue_affinity, wait_fence, signal_fence, source_scope,
-               target_buffer, key_table, key_data, spans):
+               target_buffer, key_table, key_data, spans, meter=None):
         signal = _fence(signal_fence)
         try:
             device = _deref(device, Device, "device")
@@ -164,14 +179,13 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
             scope = _string(source_scope)
             spans = _call_spans(key_table, key_data, spans)
             plan = self.providers.plan_gather(scope, spans, target.byte_length)
-            self._schedule(device, queue_affinity, _fence(wait_fence), signal, plan,
+            self._schedule(meter, device, queue_affinity, _fence(wait_fence), signal, plan,
                            lambda: [target.map_range(_WRITE, 0, WHOLE_BUFFER)])
         except Exception as exc:
             raise _fail(signal, exc)
 
-    @export("0rIrrrrrrr_v")
     def scatter(self, device, queue_affinity, wait_fence, signal_fence, source_buffer,
-                target_scope, key_table, key_data, spans):
+                target_scope, key_table, key_data, spans, meter=None):
         signal = _fence(signal_fence)
         try:
             device = _deref(device, Device, "device")
@@ -179,18 +193,18 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
             scope = _string(target_scope)
             spans = _call_spans(key_table, key_data, spans)
             plan = self.providers.plan_scatter(scope, spans, source.byte_length)
-            self._schedule(device, queue_affinity, _fence(wait_fence), signal, plan,
+            self._schedule(meter, device, queue_affinity, _fence(wait_fence), signal, plan,
                            lambda: [source.map_range(_READ, 0, WHOLE_BUFFER)])
         except Exception as exc:
             raise _fail(signal, exc)
 
     # -- scheduling ------------------------------------------------------------------------------
-    def _schedule(self, device: Device, queue_affinity: int, wait: Fence | None,
+    def _schedule(self, meter, device: Device, queue_affinity: int, wait: Fence | None,
                   signal: Fence | None, plan: TransferPlan, map_views) -> None:
         """The plan as one queue operation after `wait` that signals `signal`: its
         batches run up to max_concurrency at once, then it finishes (flushes)."""
-        device.queue_host_call(queue_affinity, wait, signal,
-                               lambda: plan.run(map_views(), self.max_concurrency))
+        _guarded(meter, device.queue_host_call, queue_affinity, wait, signal,
+                 lambda: plan.run(map_views(), self.max_concurrency))
 
 
 def _fail(signal: Fence | None, exc: Exception) -> VmrtError:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from vmrt.errors import StatusCode
 from vmrt.stream.builder import FuncBuilder, ProgramBuilder, as_pattern
 from vmrt.stream.ir import (Func, Lifetime, Loc, Op, Pattern, Program, ResourceType,
                             StreamError, Use, Value, format_number)
@@ -401,8 +402,24 @@ def parse_program(text: str, filename: str | None = None) -> Program:
 
 
 def load_program(path: str | Path) -> Program:
+    """Reads and parses a stream program file: StreamError when it cannot be read,
+    is not UTF-8 (at the first bad byte) or does not parse."""
     path = Path(path)
-    return parse_program(path.read_text(encoding="utf-8"), str(path))
+    try:
+        data = path.read_bytes()
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise StreamError(f"cannot read '{path}': {reason}", code=StatusCode.NOT_FOUND) \
+            from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        before = data[:error.start]
+        line = before.count(b"\n") + 1
+        column = error.start - (before.rfind(b"\n") + 1) + 1
+        raise StreamError(f"not UTF-8 text (byte 0x{data[error.start]:02X})",
+                          Loc(line, column, str(path))) from None
+    return parse_program(text, str(path))
 
 
 # -- printer ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ formats that have no splats.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from vmrt.errors import StatusCode, VmrtError
@@ -161,6 +162,7 @@ def extract_parameter(scopes: ParameterScopes, spec: str) -> None:
         scope, key = "", identifier
     try:
         entry = scopes.index(scope).lookup(key)
+        _refuse_an_input(scopes, path)
         name = f"{scope}::{key}" if scope else key
         _write_text(f"Extracting parameter `{name}` ({entry.length}b) to `{path}`...\n")
         with open(path, "wb") as out:
@@ -172,6 +174,22 @@ def extract_parameter(scopes: ParameterScopes, spec: str) -> None:
                 out.write(entry.read())
     except VmrtError as error:
         raise error.annotate(f"extracting parameter with flag `{spec}`")
+
+
+def _refuse_an_input(scopes: ParameterScopes, path: str) -> None:
+    """INVALID_ARGUMENT when `path` is (a link to) one of the archives being read:
+    opening it for writing would destroy the parameters while they are read."""
+    try:
+        target = os.stat(path)
+    except OSError:
+        return  # nothing there yet (or unreachable: open() reports that)
+    for _, index in scopes.items():
+        for handle in index.file_handles():
+            stat = handle.stat
+            if stat is not None and (stat.st_dev, stat.st_ino) == (target.st_dev,
+                                                                   target.st_ino):
+                raise VmrtError(f"refusing to write `{path}`: it is the parameter archive "
+                                f"`{handle.path}` being read", StatusCode.INVALID_ARGUMENT)
 
 
 # -- create -------------------------------------------------------------------------------

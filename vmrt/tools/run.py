@@ -86,6 +86,9 @@ def add_arguments(parser) -> None:
                         help="bytes of vm.buffer, vm.list and HAL allocations it may hold")
     limits.add_argument("--max_depth", type=int, metavar="N",
                         help="VM call stack depth (at most 10000)")
+    limits.add_argument("--native_under_limits", action="store_true",
+                        help="run native (llvm-cpu) executables under limits all the same: "
+                             "their machine code is not metered or interruptible")
     params = parser.add_argument_group("parameters (modules importing io_parameters)")
     params.add_argument("--parameters", action="append", default=[], metavar="[SCOPE=]FILE",
                         help="a parameter archive (.irpa, .safetensors, .gguf) for SCOPE "
@@ -120,7 +123,8 @@ def _load(spec: str):
         raise error.annotate(f"loading bytecode module at '{path}'")
 
 
-def native_modules_for(modules, paths, device: str = "local-sync", parameters=None) -> list:
+def native_modules_for(modules, paths, device: str = "local-sync", parameters=None, *,
+                       native_under_limits: bool = False) -> list:
     """Native modules to register ahead of `modules`, from what they import.
 
     `parameters` (a vmrt.io.ParameterScopes, or None for none) feeds io_parameters.
@@ -140,7 +144,8 @@ def native_modules_for(modules, paths, device: str = "local-sync", parameters=No
             if name == "hal":
                 # Buffer views stay buffer views: run parses and prints them itself.
                 from vmrt.modules.hal import HalModule
-                natives.append(HalModule(device=device, host_arrays=False))
+                natives.append(HalModule(device=device, host_arrays=False,
+                                         native_under_limits=native_under_limits))
                 provided.add(name)
             elif name == "io_parameters":
                 from vmrt.io import ParameterScopes
@@ -158,6 +163,15 @@ def native_modules_for(modules, paths, device: str = "local-sync", parameters=No
                     "(!hal.buffer_view) are unsupported until the HAL lands")
         provided.add(module.name)
     return natives
+
+
+def device_from_flags(devices) -> str:
+    """The device the `--device` flags name (the last one wins; local-sync by default)."""
+    device = devices[-1] if devices else "local-sync"
+    if device not in ("local-sync", "local-task"):
+        raise VmrtError(f"device '{device}' is not available (vmrt has local-sync and "
+                        "local-task)", StatusCode.NOT_FOUND)
+    return device
 
 
 def load_parameters(specs, mode: str = "mmap"):
@@ -183,27 +197,16 @@ def resolve_function(context: Context, main, name: str) -> Function:
         if len(candidates) > 1:
             raise VmrtError("more than one exported function present; --function= must be "
                             "specified explicitly", StatusCode.INVALID_ARGUMENT)
-        return _function(context, main.name, candidates[0])
+        return context.function(main.name, candidates[0])
     if name in main.export_names():
-        return _function(context, main.name, name)
+        return context.function(main.name, name)
     module_name, dot, export = name.partition(".")
     if dot:
         for instance in context.instances:
             if instance.module.name == module_name and export in instance.module.export_names():
-                return _function(context, module_name, export)
+                return context.function(module_name, export)
     raise VmrtError(f"no function `{name}` exported by module '{main.name}'",
                     StatusCode.NOT_FOUND).annotate(f"looking up function '{name}'")
-
-
-def _function(context: Context, module_name: str, export: str) -> Function:
-    if "." not in export:
-        return context.function(f"{module_name}.{export}")
-    # Context.function splits at the last '.'; an export name may contain dots.
-    instance = context.module(module_name)
-    fn = instance.lookup(export)
-    if fn is None:
-        raise VmrtError(f"module '{module_name}' has no export '{export}'", StatusCode.NOT_FOUND)
-    return Function(context, instance, export, instance.module.export_cconv(export) or "", fn)
 
 
 # ---------------------------------------------------------------------------
@@ -414,12 +417,10 @@ def run(args) -> int:
                         "file or --module=- to load from stdin", StatusCode.INVALID_ARGUMENT)
     loaded = [_load(spec) for spec in args.module]
     modules = [module for module, _ in loaded]
-    device = args.device[-1] if args.device else "local-sync"
-    if device not in ("local-sync", "local-task"):
-        raise VmrtError(f"device '{device}' is not available (vmrt has local-sync and "
-                        "local-task)", StatusCode.NOT_FOUND)
+    device = device_from_flags(args.device)
     natives = native_modules_for(modules, [path for _, path in loaded], device,
-                                 load_parameters(args.parameters, args.parameter_mode))
+                                 load_parameters(args.parameters, args.parameter_mode),
+                                 native_under_limits=args.native_under_limits)
     hal = next((n for n in natives if n.name == "hal"), None)
     out = sys.stdout
     from vmrt.hal.buffer_view_io import InputStreams

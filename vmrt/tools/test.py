@@ -37,7 +37,7 @@ def run(args) -> int:
             # Fresh native modules per test too: each test starts from clean state.
             natives = native_modules_for(deps + [module], args.deps + [args.module])
             with Context(instance, natives + deps + [module]) as context:
-                context.function(f"{module.name}.{name}")()
+                context.function(module.name, name)()
             error = None
         except VmrtError as caught:
             error = caught

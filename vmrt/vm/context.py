@@ -10,7 +10,7 @@ import struct
 import sys
 import types
 
-from vmrt.errors import StatusCode, VMError, VmrtError
+from vmrt.errors import StatusCode, VMError, VmrtError, release_frames
 from vmrt.isa.decoder import decode_at
 from vmrt.vm import cconv as cconv_mod
 from vmrt.vm.buffer import VMBuffer
@@ -89,10 +89,13 @@ class Context:
 
     def __init__(self, instance: Instance | None = None, modules=(), *,
                  trace_hook=None, print_hook=None, checkpoints: bool = False,
-                 hooks=(), instrumented: bool = False, limits: Limits | None = None):
+                 hooks=(), instrumented: bool = False, limits: Limits | None = None,
+                 meter: Meter | None = None):
         self.instance = instance or Instance()
         limits = limits or self.instance.limits or (Limits() if checkpoints else None)
-        self.meter = Meter(limits, self.instance.max_depth) if limits is not None else None
+        if meter is None and limits is not None:  # (a given meter: see DispatchMeter)
+            meter = Meter(limits, self.instance.max_depth)
+        self.meter = meter
         checkpoints = self.meter is not None
         self.trace_hook = trace_hook or (lambda name, values: None)
         self.print_hook = print_hook or _default_print
@@ -141,7 +144,10 @@ class Context:
 
     @property
     def memory_in_use(self) -> int:
-        return self.meter.memory_in_use if self.meter is not None else 0
+        if self.meter is None:
+            return 0
+        self.meter.collect_cycles()  # bytes only unreachable cycles hold are not in use
+        return self.meter.memory_in_use
 
     def charge_memory(self, nbytes: int) -> None:
         """For native modules: `nbytes` more are held for this context's code
@@ -226,11 +232,32 @@ class Context:
         return instance
 
     # -- calls ----------------------------------------------------------------------------------
-    def function(self, full_name: str) -> "Function":
+    def function(self, name: str, function_name: str | None = None) -> "Function":
+        """An export as a Python callable: `function("module", "fn")`, or
+        `function("module.fn")`. Export names may contain dots (`i32i32.i32`):
+        the one-string form splits at the first dot that leaves a registered
+        module exporting the rest, else at the last dot."""
+        if function_name is not None:
+            return self.lookup_function(name, function_name)
+        return self.lookup_function(*self._split_full_name(name))
+
+    def _split_full_name(self, full_name: str) -> tuple[str, str]:
+        start = full_name.find(".")
+        while start != -1:
+            instance = self._by_name.get(full_name[:start])
+            if instance is not None and \
+                    full_name[start + 1:] in instance.module.export_names():
+                return full_name[:start], full_name[start + 1:]
+            start = full_name.find(".", start + 1)
         module_name, sep, function_name = full_name.rpartition(".")
         if not sep:
             raise VMError(f"function name '{full_name}' must be module.function",
                           StatusCode.INVALID_ARGUMENT)
+        return module_name, function_name
+
+    def lookup_function(self, module_name: str, function_name: str) -> "Function":
+        """The export `function_name` of the registered module `module_name`
+        (NOT_FOUND when either is missing)."""
         instance = self.module(module_name)
         cconv = instance.module.export_cconv(function_name)
         fn = instance.lookup(function_name)
@@ -259,6 +286,16 @@ class Context:
         self._by_name.clear()
         if errors:
             raise errors[0]
+
+    def abandon(self) -> None:
+        """Closes the context without running any VM code (no __deinit): every
+        module lets go of its state at once, cycles through the context included.
+        For a context whose owner goes away (a VMVX executable's worker contexts)."""
+        self._closed = True
+        for instance in reversed(self.instances):
+            instance.abandon()
+        self.instances.clear()
+        self._by_name.clear()
 
     def __enter__(self):
         return self
@@ -377,10 +414,26 @@ class _VMErrorScope:
         if isinstance(exc, VMError):
             if not exc.stack:
                 exc.stack = stack
+            _release_failed_frames(self.context, exc)
             return False
         error = translate_exception(exc, self.context, tb)
         error.stack = stack
-        raise error from None
+        _release_failed_frames(self.context, exc, keep=False)
+        try:
+            raise error from None
+        finally:  # (this frame holding the error it raises would be a reference cycle)
+            error = exc = tb = None
+
+
+def _release_failed_frames(context: Context, exc: BaseException, keep: bool = True) -> None:
+    """A failed call of a context with limits lets go of everything it held
+    (vmrt.errors.release_frames; `keep`: the error keeps its own traceback), then
+    what only cycles of VM values hold is collected (Meter.collect_cycles). So no
+    kept error or cycle decides whether the context can run again. Contexts
+    without limits keep it all (for post-mortem debugging)."""
+    if context.meter is not None:
+        release_frames(exc, keep_traceback=keep)
+        context.meter.collect_cycles()
 
 
 def _failing_instruction(context: Context, tb) -> str | None:

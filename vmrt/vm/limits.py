@@ -3,10 +3,26 @@
 A host that runs modules it does not trust gives their context `Limits`; the
 code the context compiles then counts (vmrt.vm.codegen, "Limits"), and the
 Meter here holds the budgets and answers the generated code's slow path.
+
+Work a call starts outside generated code runs under the same limits:
+
+- HAL work (queue operations, dispatches, fence waits) runs under the call's
+  `CallGuard` (`guarded(meter)`, read with `current_guard()`): device threads
+  get it with the work they run, waits and workgroup loops check it, and the
+  VM code of a VMVX dispatch runs in worker contexts whose `DispatchMeter`
+  draws fuel and memory from the calling context's meter.
+- Memory a native module allocates for the context's code is a `MemoryHold`
+  (`Meter.hold`), released when the object holding it is freed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import gc
+import math
+import numbers
+import operator
 import sys
 import threading
 import time
@@ -19,25 +35,99 @@ from vmrt.errors import StatusCode, VMError
 #: (yieldable calls) would overflow the C stack, which crashes the process.
 MAX_SUPPORTED_DEPTH = 10_000
 
+#: Key of a call's deadline in the frame locals of its outermost VM frame (and of
+#: frames that looked it up since): each call, on whatever thread, has its own.
+_DEADLINE_TAG = "\0vmrt call deadline"
+
+
+if sys.version_info >= (3, 13):  # f_locals: a write-through proxy (PEP 667)
+    def _frame_deadline(frame, deadline: float | None = None) -> float | None:
+        """The call deadline tagged on `frame` (tagging it first when given)."""
+        if deadline is not None:
+            frame.f_locals[_DEADLINE_TAG] = deadline
+            return deadline
+        return frame.f_locals.get(_DEADLINE_TAG)
+else:
+    def _frame_deadline(frame, deadline: float | None = None) -> float | None:
+        """The call deadline tagged on `frame` (tagging it first when given). f_locals
+        is a snapshot dict kept on the frame: only the tag stays in it, so no register
+        value outlives its register because a refill looked."""
+        snapshot = frame.f_locals
+        if deadline is None:
+            deadline = snapshot.get(_DEADLINE_TAG)
+        snapshot.clear()
+        if deadline is not None:
+            snapshot[_DEADLINE_TAG] = deadline
+        return deadline
+
+
+def _raise(error: VMError | None) -> None:
+    """Raises `error` if there is one, leaving no frame that refers to it (a frame
+    in an error's traceback holding the error is a cycle keeping the failed call's
+    values until the garbage collector runs)."""
+    if error is not None:
+        try:
+            raise error
+        finally:
+            error = None
+
+
+def _limit_error(name: str, value, what: str) -> VMError:
+    return VMError(f"limit {name} must be {what} (got {value!r})", StatusCode.INVALID_ARGUMENT)
+
+
+def _count_limit(name: str, value) -> int | None:
+    """A non-negative integer limit (bool, float and str are refused)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise _limit_error(name, value, "a non-negative integer")
+    try:
+        count = operator.index(value)
+    except TypeError:
+        raise _limit_error(name, value, "a non-negative integer") from None
+    if count < 0:
+        raise _limit_error(name, value, "a non-negative integer")
+    return count
+
+
+def _seconds_limit(name: str, value) -> float | None:
+    """A non-negative number of seconds (inf: never; NaN is refused)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _limit_error(name, value, "a non-negative number of seconds")
+    seconds = float(value)
+    if math.isnan(seconds) or seconds < 0:
+        raise _limit_error(name, value, "a non-negative number of seconds")
+    return seconds
+
 
 @dataclass(frozen=True)
 class Limits:
     """What one context may use. None means unlimited.
 
     fuel: instructions (block markers excluded) its calls may execute in all,
-        counted per block on entry. When a block cannot be paid for the call
-        fails with RESOURCE_EXHAUSTED before running it; `Context.refuel(n)`
-        lets the context run again.
+        counted per block on entry, the VM code of its VMVX dispatches
+        included. When a block cannot be paid for the call fails with
+        RESOURCE_EXHAUSTED before running it; `Context.refuel(n)` lets the
+        context run again.
     max_depth: VM frames on the call stack (RESOURCE_EXHAUSTED beyond it; at
         most MAX_SUPPORTED_DEPTH). None: the instance's max_depth. Straight-line
         functions (one block, no recursion) are not checked: they add a bounded
         number of frames.
     max_memory: bytes held by live vm.buffer / vm.list allocations of the VM
-        code (and by native modules that report theirs, e.g. HAL buffers)
-        (RESOURCE_EXHAUSTED when an allocation would exceed it).
+        code, by the HAL objects its hal module calls allocate (buffers, queue
+        allocations, recorded commands, executables, workgroup local memory)
+        and by native modules that report theirs (RESOURCE_EXHAUSTED when an
+        allocation would exceed it).
     timeout: seconds each outermost call may run (DEADLINE_EXCEEDED), counted
         from its first check point (at most a fuel slice, ~2 ms of work, after it
-        starts); see also `Context.set_deadline` for an absolute deadline.
+        starts); each call has its own, also when several threads call one
+        context. See also `Context.set_deadline` for an absolute deadline.
+
+    Counts must be integers and the timeout a number (inf: none); anything else,
+    NaN included, is INVALID_ARGUMENT here.
     """
 
     fuel: int | None = None
@@ -46,11 +136,10 @@ class Limits:
     timeout: float | None = None
 
     def __post_init__(self):
-        for name in ("fuel", "max_depth", "max_memory", "timeout"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise VMError(f"limit {name} must not be negative (got {value})",
-                              StatusCode.INVALID_ARGUMENT)
+        for name in ("fuel", "max_depth", "max_memory"):
+            object.__setattr__(self, name, _count_limit(name, getattr(self, name)))
+        timeout = _seconds_limit("timeout", self.timeout)
+        object.__setattr__(self, "timeout", None if timeout == math.inf else timeout)
         if self.max_depth is not None and self.max_depth > MAX_SUPPORTED_DEPTH:
             raise VMError(f"max_depth {self.max_depth} exceeds the supported "
                           f"{MAX_SUPPORTED_DEPTH}", StatusCode.INVALID_ARGUMENT)
@@ -94,6 +183,72 @@ def scope():
     return code
 
 
+class MemoryHold:
+    """Bytes charged to a meter for as long as the object holding this lives (a HAL
+    buffer, the commands a command buffer recorded, an executable): released once,
+    by `release()` or when freed. Holds sit outside reference cycles, so a freed
+    owner gives its bytes back at once."""
+
+    __slots__ = ("meter", "nbytes")
+
+    def __init__(self, meter: "Meter", nbytes: int):
+        self.meter = meter  # already charged by Meter.hold
+        self.nbytes = nbytes
+
+    def grow(self, nbytes: int) -> None:
+        """Charges `nbytes` more (RESOURCE_EXHAUSTED over the limit; nothing changes)."""
+        meter = self.meter
+        if meter is not None and nbytes > 0:
+            meter.charge_memory(nbytes)
+            self.nbytes += nbytes
+
+    def release(self) -> None:
+        meter, self.meter = self.meter, None
+        if meter is not None:
+            meter.release_memory(self.nbytes)
+
+    __del__ = release
+
+
+class CallGuard:
+    """The limits of one VM call, carried to the HAL work it starts: the context's
+    cancellation and absolute deadline, the call's own deadline, and through
+    `meter` its fuel and memory."""
+
+    __slots__ = ("meter", "deadline", "thread")
+
+    def __init__(self, meter: "Meter", deadline: float | None):
+        self.meter = meter
+        self.deadline = deadline
+        self.thread = threading.get_ident()  # the calling thread
+
+    def check(self) -> None:
+        """Raises CANCELLED or DEADLINE_EXCEEDED when the call must stop."""
+        meter = self.meter
+        if meter._cancelled or meter._deadline is not None or self.deadline is not None:
+            _raise(meter.interruption_at(self.deadline))
+
+
+_GUARD: contextvars.ContextVar = contextvars.ContextVar("vmrt_call_guard", default=None)
+
+
+def current_guard() -> CallGuard | None:
+    """The CallGuard of the VM call this thread works for, if it has limits."""
+    return _GUARD.get()
+
+
+@contextlib.contextmanager
+def guarded(meter: "Meter"):
+    """Runs the block under the current call's CallGuard (see Meter.guard)."""
+    guard = meter.guard()
+    guard.check()  # (a check point: a call doing HAL work stops here once it must)
+    token = _GUARD.set(guard)
+    try:
+        yield
+    finally:
+        _GUARD.reset(token)
+
+
 class Meter:
     """The running state of a context's Limits, shared by its generated code.
 
@@ -101,13 +256,26 @@ class Meter:
     unlimited) and the cell FUEL (a slice the generated code spends without
     asking). When the slice runs out the code calls `refill`, which checks
     cancellation and the deadline and hands out the next slice; a slice lasts
-    about SLICE_SECONDS (it halves when a slice took longer, doubles when not),
-    so a deadline is noticed promptly even when imports are slow.
+    about SLICE_SECONDS at the pace of the last one (it shrinks at once, grows
+    at most twofold), so a deadline is noticed promptly even when imports are
+    slow; with a timeout, an outermost call starts with at most FIRST_SLICE of a
+    larger slice (refill raises WATCH, begin_call trims it).
+
+    A call's deadline is kept in the frame locals of its outermost VM frame
+    (found from the refill, on the calling thread), so each call has its own,
+    whatever thread makes it; generated code needs nothing at entry for it.
+
+    Memory held only by reference cycles (vm.lists holding each other) is
+    collected before a charge is refused, after a failed call and when
+    `memory_in_use` is read, so cycles never decide whether the context can run.
     """
 
     MIN_SLICE = 64
     MAX_SLICE = 1 << 16
     SLICE_SECONDS = 0.002
+    #: Fuel an outermost call starts with at most, with a timeout: its first check
+    #: point (where its timeout starts) comes soon even if its imports are slow.
+    FIRST_SLICE = 1024
 
     def __init__(self, limits: Limits, default_max_depth: int):
         self.limits = limits
@@ -115,7 +283,6 @@ class Meter:
         self.cells = {"FUEL": types.CellType(0), "CUR": types.CellType(0),
                       "WATCH": types.CellType(False), "FRESH": types.CellType(False)}
         self.fuel_cell, self._watch_cell = self.cells["FUEL"], self.cells["WATCH"]
-        self._fresh_cell = self.cells["FRESH"]
         self.reserve = limits.fuel
         self.max_depth = min(limits.max_depth if limits.max_depth is not None
                              else default_max_depth, MAX_SUPPORTED_DEPTH)
@@ -126,16 +293,19 @@ class Meter:
         self.memory_in_use = 0
         self.timeout = limits.timeout
         self._deadline: float | None = None      # absolute (time.monotonic)
-        self.call_deadline: float | None = None  # outermost call start + timeout
         self._cancelled = False
         self._watch()
         self._slice = self.MIN_SLICE
         self._last_refill = time.monotonic()
+        self._fuel_lock = threading.Lock()    # dispatch workers take fuel from other threads
         self._memory_lock = threading.Lock()  # buffers may be freed on another thread
+        self._containers = 0      # live metered vm.lists that can hold refs (can form cycles)
+        self._collected_at = 0    # memory_in_use at or below which nothing needs collecting
 
     # -- fuel, deadline, cancellation ---------------------------------------------------------
     def _watch(self) -> None:
-        # A timeout alone needs nothing at entry: see begin_call.
+        # Cancelled or an absolute deadline: each outermost call checks at entry (refill
+        # also raises WATCH to trim a large slice: see begin_call).
         self._watch_cell.cell_contents = bool(self._cancelled or self._deadline is not None)
 
     @property
@@ -153,7 +323,10 @@ class Meter:
 
     @deadline.setter
     def deadline(self, value: float | None) -> None:
-        self._deadline = value
+        if value is not None and (isinstance(value, bool) or not isinstance(
+                value, numbers.Real) or math.isnan(value)):
+            raise _limit_error("deadline", value, "a time.monotonic() value or None")
+        self._deadline = None if value is None else float(value)
         self._watch()
 
     @property
@@ -166,35 +339,27 @@ class Meter:
     def refuel(self, amount: int) -> None:
         if self.reserve is None:
             raise VMError("this context has no fuel limit", StatusCode.FAILED_PRECONDITION)
-        if amount < 0:
-            raise VMError(f"cannot refuel by {amount}", StatusCode.INVALID_ARGUMENT)
-        self.reserve += amount
+        amount = _count_limit("refuel", amount)
+        with self._fuel_lock:
+            self.reserve += amount
 
     def refill(self, cost: int) -> None:
         """Generated code's slow path: FUEL went negative after charging `cost`."""
         cell = self.fuel_cell
         fuel = cell.cell_contents
-        if self._fresh_cell.cell_contents:
-            self._start_timeout()
-        error = self._interruption()
-        reserve = self.reserve
-        if error is None and reserve is not None and reserve + fuel < 0:
+        error = self._interruption(sys._getframe(1))
+        if error is None:
+            grant = self._take_fuel(self._next_slice() - fuel)
+            if fuel + grant >= 0:
+                cell.cell_contents = fuel + grant
+                if fuel + grant > self.FIRST_SLICE and self.timeout is not None:
+                    self._watch_cell.cell_contents = True  # the next call trims it: begin_call
+                return
+            self._return_fuel(grant)
             error = VMError(f"out of fuel: the next block needs {cost} instructions, "
-                            f"{reserve + fuel + cost} remain", StatusCode.RESOURCE_EXHAUSTED)
-        if error is not None:
-            cell.cell_contents = fuel + cost  # the block does not run
-            raise error
-        now = time.monotonic()
-        if now - self._last_refill > self.SLICE_SECONDS:
-            self._slice = max(self.MIN_SLICE, self._slice >> 1)
-        else:
-            self._slice = min(self.MAX_SLICE, self._slice << 1)
-        self._last_refill = now
-        grant = self._slice - fuel
-        if reserve is not None:
-            grant = min(grant, reserve)
-            self.reserve = reserve - grant
-        cell.cell_contents = fuel + grant
+                            f"{grant + fuel + cost} remain", StatusCode.RESOURCE_EXHAUSTED)
+        cell.cell_contents = fuel + cost  # the block does not run
+        _raise(error)
 
     def charge(self, cost: int) -> None:
         """Charges `cost` from outside generated code (a straight-line export)."""
@@ -202,35 +367,103 @@ class Meter:
         if self.fuel_cell.cell_contents < 0:
             self.refill(cost)
 
-    def _interruption(self) -> VMError | None:
+    def _next_slice(self) -> int:
+        """About SLICE_SECONDS of work at the pace of the last slice (at most twice it)."""
+        now = time.monotonic()
+        elapsed, self._last_refill = now - self._last_refill, now
+        last = self._slice
+        wanted = last * 2 if elapsed <= 0 else int(last * self.SLICE_SECONDS / elapsed)
+        self._slice = max(self.MIN_SLICE, min(self.MAX_SLICE, wanted, last * 2))
+        return self._slice
+
+    def _take_fuel(self, wanted: int) -> int:
+        """Up to `wanted` fuel out of the reserve (all of it when unlimited)."""
+        if self.reserve is None:
+            return wanted
+        with self._fuel_lock:
+            grant = max(0, min(wanted, self.reserve))
+            self.reserve -= grant
+        return grant
+
+    def lend_fuel(self, wanted: int, pool: bool = False) -> int:
+        """Up to `wanted` fuel for a dispatch's worker context (DispatchMeter): the
+        reserve, and when it is short and `pool` (the dispatch runs on the calling
+        thread, whose code waits for it) what this meter's own slice holds, so a
+        dispatch runs out exactly where the call would."""
+        if self.reserve is None:
+            return wanted
+        with self._fuel_lock:
+            reserve = self.reserve
+            if reserve < wanted and pool:
+                reserve += self.fuel_cell.cell_contents
+                self.fuel_cell.cell_contents = 0
+            grant = max(0, min(wanted, reserve))
+            self.reserve = reserve - grant
+        return grant
+
+    def _return_fuel(self, amount: int) -> None:
+        if self.reserve is not None and amount:
+            with self._fuel_lock:
+                self.reserve += amount
+
+    def interruption_at(self, call_deadline: float | None) -> VMError | None:
+        """CANCELLED when cancelled, DEADLINE_EXCEEDED past the absolute deadline or
+        `call_deadline`, else None."""
         if self._cancelled:
             return VMError("the context was cancelled", StatusCode.CANCELLED)
         deadline = self._deadline
-        if self.call_deadline is not None and (deadline is None or self.call_deadline < deadline):
-            deadline = self.call_deadline
+        if call_deadline is not None and (deadline is None or call_deadline < deadline):
+            deadline = call_deadline
         if deadline is not None and time.monotonic() >= deadline:
             return VMError("the deadline passed", StatusCode.DEADLINE_EXCEEDED)
         return None
 
-    def _start_timeout(self) -> None:
-        """An outermost call began since the last refill: its timeout runs from now.
+    def _interruption(self, frame) -> VMError | None:
+        return self.interruption_at(self.call_deadline(frame))
 
-        Entries only raise the FRESH flag (reading the clock on every call from the
-        host would double the cost of a short call), so a call's timeout starts
-        at its first check point: at most one fuel slice, about SLICE_SECONDS of
-        work, after the call began.
-        """
-        self._fresh_cell.cell_contents = False
-        if self.timeout is not None:
-            self.call_deadline = time.monotonic() + self.timeout
+    def call_deadline(self, frame) -> float | None:
+        """The timeout deadline of the call `frame` runs in (None without a timeout or
+        outside any call of this context). The first lookup of a call stores it in
+        the locals of its outermost VM frame: the timeout runs from there (see
+        Limits.timeout); the frame asking keeps a copy, so a loop finds it at once."""
+        if self.timeout is None:
+            return None
+        asking = outermost = None
+        while frame is not None:
+            if frame.f_globals.get("METER") is self:
+                deadline = _frame_deadline(frame)
+                if deadline is not None:
+                    if asking is not None:
+                        _frame_deadline(asking, deadline)
+                    return deadline
+                asking = asking or frame
+                outermost = frame
+            frame = frame.f_back
+        if outermost is None:
+            return None
+        deadline = _frame_deadline(outermost, time.monotonic() + self.timeout)
+        if asking is not outermost:
+            _frame_deadline(asking, deadline)
+        return deadline
 
     def begin_call(self) -> None:
-        """An outermost call starts in a cancelled context or one with an absolute
-        deadline: refuse it at once if cancelled or late."""
+        """An outermost call starts while WATCH is set: in a cancelled context or one
+        with an absolute deadline it is refused at once if cancelled or late; with a
+        timeout it starts with at most FIRST_SLICE of the slice (the rest goes back)."""
         if self._cancelled or self._deadline is not None:
-            error = self._interruption()
-            if error is not None:
-                raise error
+            _raise(self.interruption_at(None))
+        cell = self.fuel_cell
+        excess = cell.cell_contents - self.FIRST_SLICE
+        if excess > 0:
+            cell.cell_contents -= excess
+            self._return_fuel(excess)
+            # The next refill measures the pace of this call's first FIRST_SLICE.
+            self._slice, self._last_refill = self.FIRST_SLICE, time.monotonic()
+        self._watch()
+
+    def guard(self) -> CallGuard:
+        """The CallGuard of the call running on this thread (from its VM frames)."""
+        return CallGuard(self, self.call_deadline(sys._getframe(1)))
 
     # -- depth ---------------------------------------------------------------------------------------
     def depth_exceeded(self, depth: int) -> None:
@@ -243,19 +476,117 @@ class Meter:
         module re-entering the context (which continues from the depth of the
         import call site in the cell CUR)."""
         code = _entry_maker(fn.__code__.co_argcount - 1)
-        make = types.FunctionType(code, {}, "make", None,
+        make = types.FunctionType(code, {"METER": self}, "make", None,
                                   tuple(self.cells[name] for name in code.co_freevars))
         return make(fn, static_cost or 0, self.begin_call, self.refill)
 
     # -- memory ------------------------------------------------------------------------------------
     def charge_memory(self, nbytes: int) -> None:
+        if not self._try_charge(nbytes):
+            # Bytes only cycles hold are not in use: collect them, then decide.
+            if not (self._containers and self._collect()) or not self._try_charge(nbytes):
+                in_use = self.memory_in_use + nbytes
+                raise VMError(f"allocating {nbytes} bytes would hold {in_use} bytes, over the "
+                              f"limit of {self.max_memory}", StatusCode.RESOURCE_EXHAUSTED)
+
+    def _try_charge(self, nbytes: int) -> bool:
         with self._memory_lock:
             in_use = self.memory_in_use + nbytes
             if self.max_memory is not None and in_use > self.max_memory:
-                raise VMError(f"allocating {nbytes} bytes would hold {in_use} bytes, over the "
-                              f"limit of {self.max_memory}", StatusCode.RESOURCE_EXHAUSTED)
+                return False
             self.memory_in_use = in_use
+            return True
 
     def release_memory(self, nbytes: int) -> None:
         with self._memory_lock:
             self.memory_in_use -= nbytes
+            if self.memory_in_use < self._collected_at:
+                self._collected_at = self.memory_in_use
+
+    def hold(self, nbytes: int) -> MemoryHold:
+        """Charges `nbytes` (RESOURCE_EXHAUSTED over the limit) to a MemoryHold."""
+        nbytes = max(0, nbytes)
+        self.charge_memory(nbytes)
+        return MemoryHold(self, nbytes)
+
+    def track_container(self, delta: int) -> None:
+        """A metered vm.list that can hold refs was made (+1) or freed (-1)."""
+        self._containers += delta
+
+    def collect_cycles(self) -> None:
+        """Frees what only reference cycles hold, when some may exist: lists that
+        can hold refs are alive and memory grew since the last collection."""
+        if self._containers and self.memory_in_use > self._collected_at:
+            self._collect()
+
+    def _collect(self) -> bool:
+        before = self.memory_in_use
+        gc.collect()
+        self._collected_at = self.memory_in_use
+        return self.memory_in_use < before
+
+
+class DispatchMeter(Meter):
+    """The meter of a VMVX worker context running dispatches for a context with
+    limits (`parent`): fuel comes from the parent's budget and goes back when a
+    dispatch ends (`settle`), memory is charged to the parent, and the parent's
+    cancellation and absolute deadline and the dispatching call's deadline
+    (`bind`, per dispatch) stop it. Used by one thread at a time."""
+
+    def __init__(self, parent: Meter):
+        super().__init__(Limits(max_depth=parent.max_depth), parent.max_depth)
+        self.parent = parent
+        self.limits = parent.limits
+        self.reserve = parent.reserve
+        self.call_limit: float | None = None
+        self._pool = False
+        self.charge_memory = parent.charge_memory
+        self.release_memory = parent.release_memory
+        self.hold = parent.hold
+        self.track_container = parent.track_container
+
+    def bind(self, guard: CallGuard) -> None:
+        """Works for the call of `guard` (its deadline; its thread: see lend_fuel)."""
+        self.call_limit = guard.deadline
+        self._pool = guard.thread == threading.get_ident()
+
+    def _take_fuel(self, wanted: int) -> int:
+        return self.parent.lend_fuel(wanted, self._pool)
+
+    def _return_fuel(self, amount: int) -> None:
+        self.parent._return_fuel(amount)
+
+    def _interruption(self, frame) -> VMError | None:
+        return self.parent.interruption_at(self.call_limit)
+
+    def interruption_at(self, call_deadline: float | None) -> VMError | None:
+        return self.parent.interruption_at(call_deadline)
+
+    def begin_call(self) -> None:
+        _raise(self.parent.interruption_at(self.call_limit))
+
+    @property
+    def fuel_remaining(self) -> int | None:
+        return self.parent.fuel_remaining
+
+    def settle(self) -> None:
+        """Gives the unspent slice back to the parent (fuel_remaining is exact again)."""
+        cell = self.fuel_cell
+        left, cell.cell_contents = cell.cell_contents, 0
+        self._return_fuel(left)
+
+
+def carry_guard(work):
+    """`work` (a callable, or None) to run on another thread under this thread's
+    CallGuard: device threads keep working for the call that submitted the work."""
+    guard = _GUARD.get()
+    if guard is None or work is None:
+        return work
+
+    def under_guard():
+        token = _GUARD.set(guard)
+        try:
+            return work()
+        finally:
+            _GUARD.reset(token)
+    return under_guard

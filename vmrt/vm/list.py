@@ -709,6 +709,8 @@ class _MeteredList:
         if meter is not None:
             self._meter = None
             meter.release_memory(self._charged)
+            if not isinstance(self, _ValueList):
+                meter.track_container(-1)
 
 
 _METERED_CLASSES: dict[type, type] = {}
@@ -724,5 +726,7 @@ def metered_list_alloc(meter, element_type, initial_capacity: int) -> VMList:
                                              "_unmetered": base})
     lst = object.__new__(cls)
     lst._meter, lst._charged = meter, 0
+    if not issubclass(base, _ValueList):  # it can hold refs, so it can be part of a cycle
+        meter.track_container(1)            # (on_release counts it out, as it does the bytes)
     lst.__init__(element_type, initial_capacity)
     return lst

@@ -104,6 +104,10 @@ class ModuleInstance:
     def notify(self, signal: int) -> None:
         """Hears a Context.notify signal (module-internal resources); the default ignores it."""
 
+    def abandon(self) -> None:
+        """Lets go of the instance's state without running VM code (Context.abandon)."""
+        self.deinitialize()
+
     def frame_name(self, code) -> tuple[str, int | None] | None:
         """(function name, bytecode offset) for a Python code object of this
         instance's generated functions, so errors can show a VM stack."""
@@ -376,7 +380,8 @@ class BytecodeModuleInstance(ModuleInstance):
             ns.update(hook_dispatcher.bindings(self))
         meter = self._meter()
         if meter is not None:  # the limits variant (vmrt.vm.codegen) and metered allocations
-            ns.update(MAXD=meter.max_depth, DEPTH_EXCEEDED=meter.depth_exceeded,
+            ns.update(METER=meter,  # how Meter.call_deadline knows the context's frames
+                      MAXD=meter.max_depth, DEPTH_EXCEEDED=meter.depth_exceeded,
                       BEGIN_CALL=meter.begin_call,
                       REFILL=meter.refill, REPEAT=itertools.repeat,
                       LENGTH_HINT=operator.length_hint,
@@ -495,6 +500,13 @@ class BytecodeModuleInstance(ModuleInstance):
         deinit = self.lookup("__deinit")
         if deinit is not None:
             self.context.run_to_completion(deinit())
+
+    def abandon(self) -> None:
+        """Drops the globals and the namespace (its functions refer to it: a cycle)
+        without running __deinit, so what they held goes at once."""
+        self.global_refs[:] = [None] * len(self.global_refs)
+        self.namespace.clear()
+        self._host_entries.clear()
 
     def frame_name(self, code):
         ordinal = self._code_ids.get(id(code))

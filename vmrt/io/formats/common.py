@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
 import tempfile
+import threading
 
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.io import spans
 from vmrt.io.file import DEFAULT_FILE_CACHE, FileAccess, os_error_status
+
+
+#: Temporary archives are named `.vmrt-<pid>-<random>.tmp` beside their destination.
+_TEMP_PREFIX = ".vmrt-"
+_TEMP_NAME = re.compile(r"\.vmrt-(\d+)-[^/]*\.tmp\Z")
 
 
 class ArchiveWriter:
@@ -16,6 +24,11 @@ class ArchiveWriter:
     Writing to a temporary file keeps readers of the old file (and their
     mappings) valid and lets an archive be rewritten from itself. The file is
     sized up front (zero-filled) and filled with positioned writes.
+
+    The temporary file never outlives the write: it is removed when the write
+    fails or is interrupted (Ctrl-C; SIGTERM, which raises SystemExit while a
+    writer runs on the main thread), and the ones a killed process left (named
+    with its pid) are removed by the next writer in that directory.
     """
 
     def __init__(self, path, total_size: int):
@@ -23,16 +36,25 @@ class ArchiveWriter:
         self.total_size = total_size
         self._fd = -1
         self._temp: str | None = None
+        self._signals = None
 
     def __enter__(self) -> "ArchiveWriter":
         directory = os.path.dirname(os.path.abspath(self.path))
+        remove_stale_temporaries(directory)
+        self._signals = _TerminateRaises()
         try:
             self._fd, self._temp = tempfile.mkstemp(
-                prefix=".vmrt-", suffix=".tmp", dir=directory)
+                prefix=f"{_TEMP_PREFIX}{os.getpid()}-", suffix=".tmp", dir=directory)
             os.ftruncate(self._fd, self.total_size)
-        except OSError as error:
+        except (OSError, OverflowError, ValueError) as error:
             self._cleanup()
-            raise os_error_status(error, f"failed to create '{self.path}'") from None
+            if isinstance(error, OSError):
+                raise os_error_status(error, f"failed to create '{self.path}'") from None
+            raise VmrtError(f"failed to create '{self.path}': {self.total_size} bytes is more "
+                            "than a file can hold", StatusCode.RESOURCE_EXHAUSTED) from None
+        except BaseException:
+            self._cleanup()
+            raise
         return self
 
     def write(self, offset: int, data) -> None:
@@ -64,6 +86,10 @@ class ArchiveWriter:
         except OSError as error:
             self._cleanup()
             raise os_error_status(error, f"failed to write '{self.path}'") from None
+        except BaseException:
+            self._cleanup()
+            raise
+        self._cleanup()  # (restores the SIGTERM handler)
 
     def _cleanup(self) -> None:
         if self._fd >= 0:
@@ -75,7 +101,62 @@ class ArchiveWriter:
             except OSError:
                 pass
             self._temp = None
+        if self._signals is not None:
+            self._signals.restore()
+            self._signals = None
 
     def reopen(self, cache=None):
         """A read handle on the finished archive."""
         return (cache or DEFAULT_FILE_CACHE).open(self.path, FileAccess.READ)
+
+
+def remove_stale_temporaries(directory: str) -> None:
+    """Removes the temporary archives in `directory` that processes of this user no
+    longer running left behind (killed by SIGKILL, or the machine went down)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        match = _TEMP_NAME.match(name)
+        if match is None or _running(int(match.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if os.lstat(path).st_uid == os.getuid():
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process (or not ours to judge): keep its file
+    return True
+
+
+class _TerminateRaises:
+    """While a temporary archive exists, SIGTERM raises SystemExit (as SIGINT raises
+    KeyboardInterrupt) so that the writer removes it; only on the main thread and
+    when SIGTERM still has its default action."""
+
+    def __init__(self):
+        self._previous = None
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self._previous = signal.signal(signal.SIGTERM, _terminated)
+
+    def restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)

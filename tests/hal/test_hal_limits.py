@@ -1,0 +1,197 @@
+"""Limits on every path a module reaches through the hal module (issue 15, items 1-3):
+queue allocations, recorded commands and executables are charged, VMVX dispatches
+are metered and stop with their call (deadline, cancel, fuel) on both devices, and
+a failed call gives back everything it allocated."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import vmrt
+from tests.vm import hostile_hal
+from vmrt.errors import StatusCode, VmrtError
+from vmrt.vm.buffer import VMBuffer
+from vmrt.vm.limits import Limits
+
+MATMUL = """
+func.func @matmul(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<64x64xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%init : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<64x64xf32>, tensor<64x64xf32>)
+                     outs(%fill : tensor<64x64xf32>) -> tensor<64x64xf32>
+  return %r : tensor<64x64xf32>
+}
+"""
+
+
+_OPEN: list = []
+
+
+@pytest.fixture(autouse=True)
+def _close_contexts():
+    yield
+    while _OPEN:  # (local-task devices: their threads end with the test)
+        hostile_hal.close(_OPEN.pop())
+
+
+def context(limits, device: str = "local-sync"):
+    _OPEN.append(hostile_hal.context(limits, device))
+    return _OPEN[-1]
+
+
+def executable() -> VMBuffer:
+    return VMBuffer.from_bytes(hostile_hal.mlp_executable())
+
+
+def failure(fn, *args) -> tuple[VmrtError, float]:
+    start = time.monotonic()
+    with pytest.raises(VmrtError) as info:
+        fn(*args)
+    return info.value, time.monotonic() - start
+
+
+# -- item 1: every allocation path is charged ---------------------------------------------------
+def test_queue_alloca_is_charged_and_refused_over_the_limit():
+    ctx = context(Limits(max_memory=1 << 20))
+    error, _ = failure(ctx.function("hostile.alloca_fill"), 1024)  # 1 GiB, then a fill
+    assert error.code == StatusCode.RESOURCE_EXHAUSTED
+    assert ctx.memory_in_use == 0
+    buffer = ctx.function("hostile.alloca")(6000)
+    assert ctx.memory_in_use == 6000
+    del buffer
+    assert ctx.memory_in_use == 0
+
+
+def test_recorded_commands_are_charged():
+    ctx = context(Limits(max_memory=1 << 20))
+    error, _ = failure(ctx.function("hostile.record_updates"), bytes(4096), 10_000)
+    assert error.code == StatusCode.RESOURCE_EXHAUSTED
+    assert ctx.memory_in_use == 0
+    assert ctx.function("hostile.record_updates")(bytes(64), 10) == 10
+
+
+def test_workgroup_local_memory_is_charged():
+    from vmrt.hal.device import create_device
+    from vmrt.hal.executable import DispatchState
+    from vmrt.vm.limits import guarded
+    ctx = context(Limits(max_memory=1 << 20))
+    exe = create_device().create_executable("vmvx-bytecode-fb", hostile_hal.mlp_executable())
+    with guarded(ctx.meter):
+        state = DispatchState(0, (1, 1, 1), bindings=[memoryview(bytearray(4096))] * 2)
+        from vmrt.vm.limits import current_guard
+        state.guard = current_guard()
+    prepared = exe.prepare(state)
+    prepared.local_size = 1 << 40  # as an executable declaring 1 TiB of local memory
+    with pytest.raises(VmrtError) as info:
+        exe.run_workgroups(prepared, state.workgroup_ids())
+    assert info.value.code == StatusCode.RESOURCE_EXHAUSTED and ctx.memory_in_use == 0
+
+
+# -- item 2: dispatches are metered and interruptible ---------------------------------------------
+@pytest.mark.parametrize("device", ["local-sync", "local-task"])
+def test_huge_dispatch_stops_at_the_deadline(device):
+    ctx = context(Limits(timeout=0.2), device)
+    error, elapsed = failure(ctx.function("hostile.dispatch"), executable(), 0, 65535, 65535)
+    assert error.code == StatusCode.DEADLINE_EXCEEDED
+    assert elapsed < 0.2 + 0.1
+    assert ctx.memory_in_use == 0
+    assert ctx.function("hostile.dispatch")(executable(), 0, 1, 1) == 0  # its own timeout
+
+
+@pytest.mark.parametrize("device", ["local-sync", "local-task"])
+def test_huge_dispatch_stops_when_cancelled(device):
+    ctx = context(Limits(), device)
+    timer = threading.Timer(0.1, ctx.cancel)
+    timer.start()
+    error, elapsed = failure(ctx.function("hostile.dispatch"), executable(), 0, 400, 400)
+    timer.join()
+    assert error.code == StatusCode.CANCELLED
+    assert elapsed < 0.1 + 0.1
+
+
+def test_dispatch_work_is_charged_fuel():
+    def fuel_used(x, y):
+        ctx = context(Limits(fuel=10**9))
+        assert ctx.function("hostile.dispatch")(executable(), 0, x, y) == 0
+        return 10**9 - ctx.fuel_remaining
+    one, four = fuel_used(1, 1), fuel_used(2, 2)
+    assert four > one + 3 * 10  # three more workgroups of VM code
+    assert fuel_used(2, 2) == four  # deterministic
+    ctx = context(Limits(fuel=one - 5))
+    error, _ = failure(ctx.function("hostile.dispatch"), executable(), 0, 1, 1)
+    assert error.code == StatusCode.RESOURCE_EXHAUSTED and "out of fuel" in str(error)
+
+
+def test_matmul_model_respects_timeout_and_fuel(compile_mlir):
+    from vmrt.modules.hal import HalModule
+    module = vmrt.load_module(compile_mlir(MATMUL).read_bytes())
+    a = np.full((64, 64), 0.5, np.float32)
+    for limits, code in ((Limits(timeout=0.05), StatusCode.DEADLINE_EXCEEDED),
+                         (Limits(fuel=1000), StatusCode.RESOURCE_EXHAUSTED)):
+        ctx = vmrt.Context(modules=[HalModule(), module], limits=limits)
+        error, elapsed = failure(ctx.function("module.matmul"), a, a)
+        assert error.code == code
+        assert elapsed < 0.05 + 0.1
+    ctx = vmrt.Context(modules=[HalModule(), module], limits=Limits(fuel=10**9, timeout=60))
+    np.testing.assert_allclose(ctx.function("module.matmul")(a, a), a @ a)
+
+
+@pytest.mark.parametrize("device", ["local-sync", "local-task"])
+def test_an_executable_that_loops_forever_stops_at_the_deadline(device):
+    # Its dispatch body is one block branching to itself: charged like any VM code.
+    looping = VMBuffer.from_bytes(hostile_hal.spinning_executable())
+    ctx = context(Limits(timeout=0.1, fuel=10**12), device)
+    error, elapsed = failure(ctx.function("hostile.dispatch_unbound"), looping, 0, 1, 1)
+    assert error.code == StatusCode.DEADLINE_EXCEEDED and elapsed < 0.1 + 0.1
+    ctx = context(Limits(fuel=100_000), device)
+    error, _ = failure(ctx.function("hostile.dispatch_unbound"), looping, 0, 1, 1)
+    assert error.code == StatusCode.RESOURCE_EXHAUSTED
+    if device == "local-sync":  # (workers of local-task leave the caller's slice alone)
+        assert ctx.fuel_remaining < 100
+    assert ctx.memory_in_use == 0
+
+
+# -- item 3: HAL buffers dropped in a loop -------------------------------------------------
+@pytest.mark.parametrize("export", ["allocate", "alloca"])
+def test_hal_buffers_dropped_in_a_loop_are_released_at_once(export):
+    ctx = context(Limits(max_memory=1 << 20))
+    allocate = ctx.function(f"hostile.{export}")
+    gc.disable()  # what a collection would free does not count
+    try:
+        for _ in range(1000):  # 1000 x 6000 B under 1 MiB
+            allocate(6000)
+        assert ctx.memory_in_use == 0
+    finally:
+        gc.enable()
+
+
+def test_parameter_loads_are_charged(tmp_path):
+    from tests.io.test_io_parameters_module import (
+        DEVICE_LOCAL, USAGE_VARIABLE, scope_buffer, vm_buffers)
+    from vmrt.hal.device import create_device
+    from vmrt.io import FileCache, IndexProvider, ParameterIndex
+    from vmrt.modules.io_parameters import IoParametersModule
+    index = ParameterIndex()
+    index.add_buffer("w", bytes(8192))
+    index.save(tmp_path / "p.irpa")
+    module = IoParametersModule([IndexProvider("m", ParameterIndex.load(
+        tmp_path / "p.irpa", cache=FileCache()))])
+    ctx = vmrt.Context(limits=Limits(max_memory=10_000))
+
+    def load():  # (a copy: the target may be written)
+        return module.load(create_device(), -1, None, None, scope_buffer("m"), -1,
+                           DEVICE_LOCAL, USAGE_VARIABLE, *vm_buffers([("w", 0, 0, 8192)]),
+                           meter=ctx.meter)
+    loaded = load()
+    assert ctx.memory_in_use == 8192
+    with pytest.raises(VmrtError) as info:
+        load()
+    assert info.value.code == StatusCode.RESOURCE_EXHAUSTED
+    del loaded
+    assert ctx.memory_in_use == 0
