@@ -15,11 +15,19 @@ try:
     if os.environ.get("VMRT_NO_NATIVE", "") not in ("", "0"):
         raise ImportError("disabled by VMRT_NO_NATIVE")
     from vmrt._cnative import ffi as _ffi, lib as _lib
-except ImportError:  # not built, or disabled: the Python twin serves
+    _UNAVAILABLE = None
+except ImportError as error:  # not built, or disabled: the Python twin serves
     _ffi = _lib = None
+    _UNAVAILABLE = f"vmrt's C extension is not available ({error})"
 
 #: True when the C helpers are in use.
 NATIVE = _lib is not None
+
+
+def c_extension():
+    """(ffi, lib, None) of vmrt._cnative, or (None, None, why not): the one place
+    that decides whether vmrt's C code is in use (VMRT_NO_NATIVE=1 turns it off)."""
+    return _ffi, _lib, _UNAVAILABLE
 
 MAX_PATTERN_LENGTH = 16
 

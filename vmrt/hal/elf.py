@@ -4,19 +4,14 @@ process through vmrt's own C loader (csrc/vmrt_elf.c) and resolves their exports
 
 from __future__ import annotations
 
-import os
 import weakref
 
 from vmrt.errors import StatusCode
 from vmrt.hal.types import HalError
+from vmrt.memory import c_extension
 
-try:
-    # The same switch as vmrt/memory.py: VMRT_NO_NATIVE=1 means "no C at all".
-    if os.environ.get("VMRT_NO_NATIVE", "") not in ("", "0"):
-        raise ImportError("disabled by VMRT_NO_NATIVE")
-    from vmrt._cnative import ffi as _ffi, lib as _lib
-except ImportError:  # machine code cannot be loaded without C: no Python twin
-    _ffi = _lib = None
+# Machine code cannot be loaded without C: there is no Python twin.
+_ffi, _lib, _ = c_extension()
 
 #: True when ELF executables can be loaded here.
 AVAILABLE = _lib is not None

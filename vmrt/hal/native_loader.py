@@ -6,13 +6,13 @@ both speaking IREE's executable library ABI; workgroups run in C without the GIL
 
 from __future__ import annotations
 
-import os
 import platform
 import sys
 
 from vmrt.errors import StatusCode
 from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader, FunctionInfo
 from vmrt.hal.types import HalError
+from vmrt.memory import c_extension
 
 EMBEDDED_FORMAT = "embedded-elf-x86_64"
 SYSTEM_FORMAT = "system-elf-x86_64"
@@ -21,15 +21,7 @@ QUERY_SYMBOL = "iree_hal_executable_library_query"
 _ERROR_CAPACITY = 512
 _LOCAL_ALIGNMENT = 64
 
-try:
-    if os.environ.get("VMRT_NO_NATIVE", "") not in ("", "0"):
-        raise ImportError("disabled by VMRT_NO_NATIVE")
-    from vmrt._cnative import ffi as _ffi, lib as _lib
-    _UNAVAILABLE = None
-except ImportError as error:  # the pure-Python install: no native executables
-    _ffi = _lib = None
-    _UNAVAILABLE = f"vmrt's C extension is not available ({error})"
-
+_ffi, _lib, _UNAVAILABLE = c_extension()  # a pure-Python install: no native executables
 if _UNAVAILABLE is None and not (sys.platform.startswith("linux")
                                  and platform.machine() in ("x86_64", "AMD64")):
     _UNAVAILABLE = f"native executables are x86-64 Linux code; this is {platform.machine()}"
@@ -220,13 +212,6 @@ class NativeExecutable(Executable):
             offset = -int(_ffi.cast("uintptr_t", raw)) % _LOCAL_ALIGNMENT
             held = self._local[worker_id] = (raw, size, raw + offset)
         return held[2]
-
-    def run_workgroups(self, prepared, workgroups, worker_id: int = 0) -> None:
-        state = prepared.block.state
-        cx, cy = state.workgroup_count_x, state.workgroup_count_y
-        for x, y, z in workgroups:
-            index = (z * cy + y) * cx + x
-            self.run_range(prepared, None, index, index + 1, worker_id)
 
 
 class NativeLoader(ExecutableLoader):
