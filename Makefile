@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: install install-test run test bench corpus example isa clean
+.PHONY: install install-test run test bench corpus example isa clean wheel dist
 
 install:
 	$(PIP) install -q -e .
@@ -52,6 +52,19 @@ corpus: install-test
 ISA_JSON ?= ../shared/reference/isa.json
 isa:
 	$(PYTHON) -m vmrt.isa.generate $(ISA_JSON)
+
+# Release files in dist/, each wheel built from a fresh sdist (never from a stale
+# build/ tree). VMRT_REQUIRE_NATIVE=1: without a C compiler these fail rather than
+# make a wheel that lacks the C extension. The wheel is vmrt-*-cp310-abi3-<platform>.whl.
+wheel:
+	$(PIP) install -q 'build>=1.0'
+	rm -rf build/sdist
+	VMRT_REQUIRE_NATIVE=1 $(PYTHON) -m build --sdist --outdir build/sdist
+	VMRT_REQUIRE_NATIVE=1 $(PYTHON) -m build --wheel --outdir dist build/sdist/*.tar.gz
+
+dist:
+	$(PIP) install -q 'build>=1.0'
+	VMRT_REQUIRE_NATIVE=1 $(PYTHON) -m build --outdir dist
 
 clean:
 	rm -rf build *.egg-info vmrt/_cnative*.so

@@ -13,6 +13,22 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_code_cache(tmp_path_factory):
+    """The suite's generated-code cache (vmrt.vm.code_cache) lives in a temporary
+    folder, never the user's ~/.cache/vmrt; subprocesses inherit it."""
+    import os
+    folder = tmp_path_factory.mktemp("vmrt-cache")
+    folder.chmod(0o700)
+    previous = os.environ.get("VMRT_CACHE_DIR")
+    os.environ["VMRT_CACHE_DIR"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("VMRT_CACHE_DIR", None)
+    else:
+        os.environ["VMRT_CACHE_DIR"] = previous
+
+
 # ---------------------------------------------------------------------------
 # Test corpus (tests/corpus): compiled .vmfb modules built with the IREE tools.
 # ---------------------------------------------------------------------------

@@ -1,61 +1,79 @@
 """vmrt.load: one call from a module (a .vmfb, vmasm text, or bytes) to Python callables.
 
     with vmrt.load("model.vmfb") as m:
-        m.add(1, 2)                  # each export is a vmrt.Function
+        m.predict(np.ones((1, 4), np.float32))   # each export is a vmrt.Function
         m.context, m.module          # the Context and the BytecodeModule
 
 Native modules the module imports are passed as `modules=[...]` (registered
-first, in order); other keywords go to vmrt.Context (e.g. `hooks=`,
-`instrumented=True`). Leaving the `with` (or `close()`) closes the context:
-the modules' `__deinit` runs and every export stops being callable.
+first, in order). Those it imports that the caller does not pass are supplied as
+iree.runtime and iree-run-module supply them (vmrt.modules.natives): `hal` on
+`device` (a driver name or a vmrt.hal Device), taking and returning numpy arrays,
+and `io_parameters` over `parameters`. Other keywords go to vmrt.Context (e.g.
+`limits=`, `hooks=`, `instrumented=True`). Leaving the `with` (or `close()`)
+closes the context: the modules' `__deinit` runs, every export stops being
+callable, and the devices load created stop their threads.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Union
 
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.errors import StatusCode, VmrtError, file_error
 
-__all__ = ["LoadedModule", "load"]
+if TYPE_CHECKING:
+    from vmrt.hal.device import Device
+    from vmrt.modules.natives import ParameterSource
+    from vmrt.vm.context import Context, Function, Instance
+    from vmrt.vm.module import BytecodeModule, Module
+
+__all__ = ["LoadedModule", "ModuleSource", "load"]
+
+#: What vmrt.load reads a module from: a path (.vmfb or .vmasm), vmasm text, or the
+#: bytes of a module (or of vmasm text).
+ModuleSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 
 
 def _is_vmasm_text(data: str) -> bool:
     return "vm.module" in data and ("\n" in data or "{" in data)
 
 
-def _module_from(source):
-    """(BytecodeModule, where it came from) for a path, vmasm text or module bytes."""
+def _module_from(source: ModuleSource) -> BytecodeModule:
+    """The module of a path, vmasm text or module bytes."""
     from vmrt.vm.module import load_module
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         head = data[:4096]
         if b"\0" not in head and _is_vmasm_text(head.decode("utf-8", "replace")):
-            return _assemble(data.decode("utf-8"), "<vmasm>"), "<vmasm>"
-        return load_module(data), "<bytes>"
+            return _assemble(data.decode("utf-8"), "<vmasm>")
+        return load_module(data)
     if isinstance(source, str) and _is_vmasm_text(source):
-        return _assemble(source, "<vmasm>"), "<vmasm>"
+        return _assemble(source, "<vmasm>")
     if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        try:
-            data = path.read_bytes()
-        except OSError as error:
-            raise VmrtError(f"cannot read module '{path}': {error.strerror or error}",
-                            StatusCode.NOT_FOUND) from None
-        except ValueError as error:  # a NUL in the path, ...
-            raise VmrtError(f"cannot read module {str(path)!r}: {error}",
-                            StatusCode.INVALID_ARGUMENT) from None
-        if path.suffix == ".vmasm" or (b"\0" not in data[:4096] and _is_vmasm_text(
-                data[:4096].decode("utf-8", "replace"))):
-            return _assemble(data.decode("utf-8", "replace"), str(path)), str(path)
-        module = load_module(data)
-        module.source = str(path)
-        return module, str(path)
+        return _module_from_file(Path(source))
     raise VmrtError(f"cannot load a module from {type(source).__name__} (expected a path, "
                     "vmasm text or module bytes)", StatusCode.INVALID_ARGUMENT)
 
 
-def _assemble(text: str, filename: str):
+def _module_from_file(path: Path) -> BytecodeModule:
+    from vmrt.vm.module import load_module
+    try:
+        data = path.read_bytes()
+    except OSError as error:  # (also FileNotFoundError, PermissionError, ... to the caller)
+        raise file_error(error, f"cannot read module '{path}'") from None
+    except ValueError as error:  # a NUL in the path, ...
+        raise VmrtError(f"cannot read module {str(path)!r}: {error}",
+                        StatusCode.INVALID_ARGUMENT) from None
+    if path.suffix == ".vmasm" or (b"\0" not in data[:4096] and _is_vmasm_text(
+            data[:4096].decode("utf-8", "replace"))):
+        return _assemble(data.decode("utf-8", "replace"), str(path))
+    module = load_module(data)
+    module.source = str(path)
+    return module
+
+
+def _assemble(text: str, filename: str) -> BytecodeModule:
     from vmrt.asm import assemble
     from vmrt.vm.module import load_module
     module = load_module(assemble(text, filename=filename))
@@ -66,10 +84,13 @@ def _assemble(text: str, filename: str):
 class LoadedModule:
     """A module registered in its own context; its exports are attributes."""
 
-    def __init__(self, context, module):
+    def __init__(self, context: Context, module: BytecodeModule,
+                 owned_devices: Iterable[Device] = ()):
         self.context = context
         self.module = module
-        self._functions: dict = {}
+        self._functions: dict[str, Function] = {}
+        # Devices vmrt.load created for the hal module it supplied: closed with it.
+        self._owned_devices = list(owned_devices)
 
     @property
     def name(self) -> str:
@@ -79,7 +100,7 @@ class LoadedModule:
     def exports(self) -> list[str]:
         return self.module.export_names()
 
-    def function(self, name: str):
+    def function(self, name: str) -> Function:
         """The export `name` (also for names that are not Python identifiers)."""
         fn = self._functions.get(name)
         if fn is None:
@@ -88,22 +109,25 @@ class LoadedModule:
             fn = self._functions[name] = self.context.function(self.name, name)
         return fn
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Function:
         if name.startswith("__") or name not in self.module.export_names():
             raise AttributeError(f"module '{self.module.name}' has no export '{name}'")
         return self.function(name)
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | {n for n in self.exports if n.isidentifier()})
 
     def close(self) -> None:
         self._functions.clear()
-        self.context.close()
+        try:
+            self.context.close()
+        finally:
+            _close_devices(self._owned_devices)
 
-    def __enter__(self):
+    def __enter__(self) -> LoadedModule:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -111,10 +135,35 @@ class LoadedModule:
         return f"<vmrt module {self.name} exports={self.exports}{state}>"
 
 
-def load(source, *, modules=(), instance=None, **context_options) -> LoadedModule:
+def _close_devices(devices: list[Device]) -> None:
+    while devices:  # (local-task devices: their threads end now)
+        devices.pop().close()
+
+
+def load(source: ModuleSource, *, modules: Iterable[Module] = (),
+         instance: Instance | None = None, device: str | Device = "local-sync",
+         parameters: ParameterSource | None = None,
+         **context_options: Any) -> LoadedModule:
     """Loads `source` (a .vmfb or .vmasm path, vmasm text, or .vmfb bytes) into a new
-    context after the native `modules`; returns its exports as callables."""
+    context after the native `modules`; returns its exports as callables.
+
+    Native modules it imports that `modules` lacks are supplied: `hal` on `device`
+    (a driver name, local-sync or local-task, or a vmrt.hal Device; calls take and
+    return numpy arrays), `io_parameters` over `parameters` (archive paths, {scope:
+    path or paths}, a ParameterScopes, or parameter providers). Other keywords go to
+    vmrt.Context (`limits=`, `hooks=`, ...)."""
+    from vmrt.modules.natives import native_modules_for
     from vmrt.vm.context import Context
-    module, _ = _module_from(source)
-    context = Context(instance, list(modules) + [module], **context_options)
-    return LoadedModule(context, module)
+    module = _module_from(source)
+    given = list(modules)
+    natives = native_modules_for(given + [module], device=device, parameters=parameters,
+                                 host_arrays=True)
+    # Devices made here are load's to close; a Device passed in stays the caller's.
+    hal = next((n for n in natives if n.name == "hal"), None)
+    owned = list(getattr(hal, "devices", ())) if isinstance(device, str) else []
+    try:
+        context = Context(instance, natives + given + [module], **context_options)
+    except BaseException:
+        _close_devices(owned)
+        raise
+    return LoadedModule(context, module, owned)

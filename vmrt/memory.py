@@ -11,6 +11,10 @@ import os
 
 from vmrt.errors import StatusCode, VmrtError
 
+#: Why vmrt._cnative is missing from an installation (setup.py builds it optionally).
+MISSING_C_EXTENSION = ("this vmrt was installed without it (no C compiler at install time); "
+                       "install a C compiler and reinstall vmrt with pip --no-cache-dir")
+
 try:
     if os.environ.get("VMRT_NO_NATIVE", "") not in ("", "0"):
         raise ImportError("disabled by VMRT_NO_NATIVE")
@@ -19,6 +23,8 @@ try:
 except ImportError as error:  # not built, or disabled: the Python twin serves
     _ffi = _lib = None
     _UNAVAILABLE = f"vmrt's C extension is not available ({error})"
+    if isinstance(error, ModuleNotFoundError) and error.name == "vmrt._cnative":
+        _UNAVAILABLE = f"vmrt's C extension is not available: {MISSING_C_EXTENSION}"
 
 #: True when the C helpers are in use.
 NATIVE = _lib is not None

@@ -1,5 +1,5 @@
-"""GGUF type numbering: files vmrt writes load in IREE 3.13 by default, and in
-ggml's own tools with --gguf-types=ggml.
+"""GGUF type numbering: files vmrt writes load in ggml's tools and the gguf package
+by default (the spec's numbers), and in IREE 3.13 with --gguf-types=iree.
 
 IREE's parser numbers I8/I16/I32 16-18 (ggml's old table); current ggml uses
 24-26 and gives 16-18 to IQ quant types.
@@ -75,7 +75,8 @@ def irpa_from_iree(tmp_path, rt):
 
 def test_converted_gguf_loads_in_iree_dump_parameters(irpa_from_iree, dump_tool, tmp_path):
     out = tmp_path / "x.gguf"
-    result = run_vmrt("params", "convert", irpa_from_iree, "-o", out, "-q")
+    result = run_vmrt("params", "convert", irpa_from_iree, "-o", out, "-q",
+                      "--gguf-types=iree")
     assert result.returncode == 0, result.stderr
     assert set(stored_types(out).values()) == {16}
     theirs = iree_dump(dump_tool, out)
@@ -85,9 +86,9 @@ def test_converted_gguf_loads_in_iree_dump_parameters(irpa_from_iree, dump_tool,
     assert ours.stdout == theirs.stdout
 
 
-def test_default_numbering_reads_back_in_iree_runtime(rt, tmp_path):
+def test_iree_numbering_reads_back_in_iree_runtime(rt, tmp_path):
     path = tmp_path / "t.gguf"
-    written = typed_index().save(path)
+    written = typed_index().save(path, types="iree")
     assert stored_types(path) == IREE_TYPES
     theirs = rt.ParameterIndex()
     theirs.load(str(path))
@@ -103,9 +104,9 @@ def test_default_numbering_reads_back_in_iree_runtime(rt, tmp_path):
     assert again.lookup("i16").info["ggml_dims"] == (3, 2)
 
 
-def test_default_numbering_loads_in_iree_dump_parameters(dump_tool, tmp_path):
+def test_iree_numbering_loads_in_iree_dump_parameters(dump_tool, tmp_path):
     path = tmp_path / "t.gguf"
-    written = typed_index().save(path, alignment=64)
+    written = typed_index().save(path, alignment=64, types="iree")
     result = iree_dump(dump_tool, path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == written.dump()
@@ -130,9 +131,9 @@ def test_ggml_numbering_is_read_by_the_gguf_package(tmp_path):
         ("a", "I8"), ("b", "I16"), ("c", "I32")]
     assert reader.tensors[1].data.tobytes() == np.full(3, 2, np.int16).tobytes()
     assert reader.tensors[2].data.tobytes() == np.full(6, 3, np.int32).tobytes()
-    # ...and is what IREE 3.13 cannot read, hence the default.
+    # ...and is the default, which IREE 3.13 cannot read (hence --gguf-types=iree).
     index = typed_index()
-    index.save(path, types="ggml")
+    index.save(path)
     assert stored_types(path) == GGML_TYPES
     again = ParameterIndex.load(path)
     assert [entry.read() for entry in again] == [entry.read() for entry in typed_index()]

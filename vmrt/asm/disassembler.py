@@ -6,10 +6,10 @@ prints them. The output is byte-identical to iree-dump-module 3.13.0 except
 where iree-dump-module's own output could not be assembled back:
 
 * functions that would get the same name (an export named like another
-  function's debug name) are told apart: the one whose debug name it is keeps
-  the name, the other is printed as `fnN` (with `vm.export @E = @fnN`), and a
-  call whose `@module.name` would not resolve to its callee is printed
-  `@module:N`;
+  function's debug name) are told apart: the exported one keeps the name, so
+  the `vm.export` lines are iree-dump-module's, and the other is printed as
+  `fnN`; a call whose `@module.name` would not resolve to its callee is
+  printed `@module:N`;
 * instructions iree-dump-module cannot print (`vm.cast.ui64.f32` stops it with
   "unhandled ext opcode", `vm.switch.ref` is mis-decoded) are printed from the
   ISA table like any other.
@@ -110,7 +110,8 @@ class ModuleNames:
         for name, owners in taken.items():
             if len(owners) == 1:
                 continue
-            keep = next((i for i in owners if self.debug[i] == name), owners[0])
+            # The export keeps its name: `vm.export @E` reads as upstream prints it.
+            keep = next((i for i in owners if self.first_export.get(i) == name), owners[0])
             for i in owners:
                 if i == keep:
                     continue

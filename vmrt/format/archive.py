@@ -12,9 +12,8 @@ the FlatBuffer (IREE_VM_ARCHIVE_SEGMENT_ALIGNMENT).
 from __future__ import annotations
 
 import dataclasses
+import struct
 from typing import Iterable
-
-import construct as cs
 
 from vmrt.errors import ModuleFormatError
 
@@ -23,24 +22,15 @@ SEGMENT_ALIGNMENT = 64
 
 ZIP_LOCAL_FILE_SIGNATURE = b"PK\x03\x04"
 
-#: A ZIP local file header (APPNOTE 4.3.7), as a polyglot .vmfb may start with.
-ZIP_LOCAL_FILE_HEADER = cs.Struct(
-    "signature" / cs.Const(ZIP_LOCAL_FILE_SIGNATURE),
-    "version" / cs.Int16ul,
-    "general_purpose_flag" / cs.Int16ul,
-    "compression_method" / cs.Int16ul,
-    "last_modified_time" / cs.Int16ul,
-    "last_modified_date" / cs.Int16ul,
-    "crc32" / cs.Int32ul,
-    "compressed_size" / cs.Int32ul,
-    "uncompressed_size" / cs.Int32ul,
-    "file_name_length" / cs.Int16ul,
-    "extra_field_length" / cs.Int16ul,
-)
-ZIP_LOCAL_FILE_HEADER_SIZE = ZIP_LOCAL_FILE_HEADER.sizeof()  # 30
+#: A ZIP local file header (APPNOTE 4.3.7), as a polyglot .vmfb may start with:
+#: signature, version, general purpose flag, compression method, last modified
+#: time and date, crc32, compressed and uncompressed sizes, file name length,
+#: extra field length (little-endian).
+ZIP_LOCAL_FILE_HEADER = struct.Struct("<4s5H3I2H")
+ZIP_LOCAL_FILE_HEADER_SIZE = ZIP_LOCAL_FILE_HEADER.size  # 30
 
-#: The 4-byte length prefix in front of the FlatBuffer.
-SIZE_PREFIX = cs.Int32ul
+#: The 4-byte length prefix in front of the FlatBuffer (u32).
+SIZE_PREFIX = struct.Struct("<I")
 
 #: Fewer bytes than this after the ZIP header cannot hold a module (archive.c).
 MIN_MODULE_BYTES = 16
@@ -87,9 +77,8 @@ def parse_archive(data: memoryview) -> ArchiveInfo:
     n = len(data)
     start = 0
     if n >= ZIP_LOCAL_FILE_HEADER_SIZE and data[:4] == ZIP_LOCAL_FILE_SIGNATURE:
-        header = ZIP_LOCAL_FILE_HEADER.parse(data[:ZIP_LOCAL_FILE_HEADER_SIZE])
-        start = (ZIP_LOCAL_FILE_HEADER_SIZE + header.file_name_length
-                 + header.extra_field_length)
+        *_, file_name_length, extra_field_length = ZIP_LOCAL_FILE_HEADER.unpack_from(data)
+        start = ZIP_LOCAL_FILE_HEADER_SIZE + file_name_length + extra_field_length
         if start > n:
             raise ModuleFormatError(
                 "archive self-reports as a zip but does not have enough data to "
@@ -99,7 +88,7 @@ def parse_archive(data: memoryview) -> ArchiveInfo:
         raise ModuleFormatError(
             f"FlatBuffer data is not present or less than {MIN_MODULE_BYTES} bytes "
             f"({remaining} total)")
-    length = SIZE_PREFIX.parse(data[start:start + 4])
+    (length,) = SIZE_PREFIX.unpack_from(data, start)
     available = remaining - 4
     if length > available:
         raise ModuleFormatError(

@@ -4,7 +4,7 @@ A schema is declared once, in Python, with the pieces defined here:
 
 * ``ScalarType`` constants (``INT32``, ``UINT64``, ...) and ``EnumDecl`` for enums
   (``bit_flags`` enums included);
-* ``StructDecl`` for fixed-layout structs, whose layout is a ``construct.Struct``;
+* ``StructDecl`` for fixed-layout structs, declared as (name, scalar or enum) members;
 * ``@table`` classes whose attributes are field specs (``Scalar``, ``String``,
   ``Vector``, ``TableField``, ``UnionField``, ``UnionVector``) giving name, id, type
   and default; the decorator turns the class into a dataclass (so tables can be
@@ -29,30 +29,45 @@ Positions are absolute offsets into the input buffer (the whole archive), not
 relative to the FlatBuffer: flatcc checks the alignment of scalar fields against
 real addresses, and the archive is loaded aligned, so alignment is checked
 relative to the start of the archive.
+
+Start-up: this module imports neither numpy nor construct. numpy (tens of
+milliseconds to import) is imported by the first ``FlatBufferReader``; layouts
+are ``struct`` formats.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import reprlib
 import struct
 from collections.abc import Sequence
 from typing import Any, Callable
 
-import construct as cs
-import numpy as np
-
 from vmrt.errors import ModuleFormatError
+
+#: numpy, once _numpy() has imported it: the reader's vectorized checks need it, the
+#: declarations and the builder do not, and importing it costs tens of milliseconds.
+np: Any = None
 
 UOFFSET_MAX = 0xFFFFFFFF
 #: flatcc's FLATBUFFERS_IDENTIFIER_SIZE.
 IDENTIFIER_SIZE = 4
 
-#: The start of every FlatBuffer: the root table offset, then the file
+#: The start of every FlatBuffer: the root table offset (u32), then the file
 #: identifier (all zero when the schema has none).
-BUFFER_HEADER = cs.Struct(
-    "root_offset" / cs.Int32ul,
-    "file_identifier" / cs.Bytes(IDENTIFIER_SIZE),
-)
+BUFFER_HEADER = struct.Struct(f"<I{IDENTIFIER_SIZE}s")
+
+
+def _numpy():
+    """numpy, imported on first use (see ``np``), with the reader's shared constants."""
+    global np, _EMPTY
+    if np is None:
+        import numpy
+
+        _EMPTY = numpy.zeros(0, numpy.int64)
+        np = numpy
+    return np
 
 
 # --------------------------------------------------------------------------
@@ -62,19 +77,15 @@ BUFFER_HEADER = cs.Struct(
 
 @dataclasses.dataclass(frozen=True)
 class ScalarType:
-    """A FlatBuffer scalar: its schema name, construct and numpy forms, range."""
+    """A FlatBuffer scalar: its schema name, struct format (little-endian), numpy kind."""
 
     name: str
-    con: cs.FormatField
+    fmt: str  # "<i", "<Q", ...
     np_kind: str  # 'i' or 'u'
 
     @property
     def size(self) -> int:
-        return self.con.sizeof()
-
-    @property
-    def fmt(self) -> str:
-        return self.con.fmtstr
+        return struct.calcsize(self.fmt)
 
     @property
     def signed(self) -> bool:
@@ -90,14 +101,14 @@ class ScalarType:
         return (1 << bits) - 1
 
 
-INT8 = ScalarType("int8", cs.Int8sl, "i")
-UINT8 = ScalarType("uint8", cs.Int8ul, "u")
-INT16 = ScalarType("int16", cs.Int16sl, "i")
-UINT16 = ScalarType("uint16", cs.Int16ul, "u")
-INT32 = ScalarType("int32", cs.Int32sl, "i")
-UINT32 = ScalarType("uint32", cs.Int32ul, "u")
-INT64 = ScalarType("int64", cs.Int64sl, "i")
-UINT64 = ScalarType("uint64", cs.Int64ul, "u")
+INT8 = ScalarType("int8", "<b", "i")
+UINT8 = ScalarType("uint8", "<B", "u")
+INT16 = ScalarType("int16", "<h", "i")
+UINT16 = ScalarType("uint16", "<H", "u")
+INT32 = ScalarType("int32", "<i", "i")
+UINT32 = ScalarType("uint32", "<I", "u")
+INT64 = ScalarType("int64", "<q", "i")
+UINT64 = ScalarType("uint64", "<Q", "u")
 #: The type of union discriminators.
 UTYPE = UINT8
 
@@ -141,50 +152,36 @@ class EnumDecl:
 
 
 class StructDecl:
-    """A FlatBuffer struct whose layout is declared as a ``construct.Struct``.
+    """A FlatBuffer struct: its members in order, each a ``ScalarType`` or an ``EnumDecl``.
 
-    The construct declaration is the source of truth; a ``struct.Struct`` with
-    the same format is derived from it for the hot paths (reading and writing
-    thousands of descriptors through construct costs tens of microseconds each,
-    ``struct.Struct.unpack_from`` well under one).
+    Elements are read and written with a ``struct.Struct`` of the members'
+    formats (reading thousands of descriptors costs well under a microsecond
+    each that way); members typed by an enum keep it for printing.
     """
 
-    def __init__(self, name: str, layout: cs.Struct, *,
-                 enums: dict[str, EnumDecl] | None = None):
+    def __init__(self, name: str, members: Sequence[tuple[str, ScalarType | EnumDecl]]):
         self.name = name
-        self.layout = layout
-        self.enums = dict(enums or {})
-        fmt = "<"
-        names: list[str] = []
-        np_fields: list[tuple[str, str]] = []
-        align = 1
-        for sub in layout.subcons:
-            inner = sub.subcon if isinstance(sub, cs.Renamed) else sub
-            while not isinstance(inner, cs.FormatField):
-                inner = getattr(inner, "subcon", None)
-                if inner is None:
-                    raise TypeError(f"{name}: only scalar struct members are supported")
-            if inner.fmtstr[0] != "<":
-                raise TypeError(f"{name}.{sub.name}: FlatBuffers are little-endian")
-            fmt += inner.fmtstr[1:]
-            size = inner.sizeof()
-            align = max(align, size)
-            names.append(sub.name)
-            kind = "i" if inner.fmtstr[1].islower() else "u"
-            np_fields.append((sub.name, f"<{kind}{size}"))
-        self.codec = struct.Struct(fmt)
-        if self.codec.size != layout.sizeof():
-            raise TypeError(f"{name}: struct layout has implicit padding")
+        self.members = tuple(members)
+        self.enums = {n: t for n, t in self.members if isinstance(t, EnumDecl)}
+        scalars = [(n, t.base if isinstance(t, EnumDecl) else t) for n, t in self.members]
+        self.codec = struct.Struct("<" + "".join(t.fmt[1:] for _, t in scalars))
+        align = max((t.size for _, t in scalars), default=1)
         if self.codec.size % align:
             raise TypeError(f"{name}: struct size is not a multiple of its alignment")
         self.size = self.codec.size
         self.align = align
-        self.field_names = tuple(names)
-        self.np_dtype = np.dtype(np_fields)
-        self.cls = dataclasses.make_dataclass(
-            name, [(n, int, dataclasses.field(default=0)) for n in names])
+        self.field_names = tuple(n for n, _ in scalars)
+        self._np_fields = [(n, f"<{t.np_kind}{t.size}") for n, t in scalars]
+        self.cls = _with_record_methods(dataclasses.make_dataclass(
+            name, [(n, int, dataclasses.field(default=0)) for n in self.field_names],
+            repr=False, eq=False))
         self.cls.__fb__ = self
         self.cls.__module__ = __name__
+
+    @functools.cached_property
+    def np_dtype(self):
+        """The numpy structured dtype of one element (imports numpy)."""
+        return _numpy().dtype(self._np_fields)
 
     def pack(self, obj) -> bytes:
         values = [getattr(obj, n) for n in self.field_names]
@@ -195,6 +192,37 @@ class StructDecl:
 
     def __repr__(self) -> str:
         return f"StructDecl({self.name})"
+
+
+# --------------------------------------------------------------------------
+# Record methods
+# --------------------------------------------------------------------------
+
+
+@reprlib.recursive_repr()
+def _record_repr(self) -> str:
+    names = type(self).__record_fields__[0]
+    return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
+
+
+def _record_eq(self, other):
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    names = self.__record_fields__[1]
+    return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+
+
+def _with_record_methods(cls):
+    """A dataclass made with repr=False, eq=False given the __repr__, __eq__ and
+    __hash__ (None) that dataclass would have made: shared here, because generating
+    and compiling them for each of the schema's classes took half of its import."""
+    fields = dataclasses.fields(cls)
+    cls.__record_fields__ = (tuple(f.name for f in fields if f.repr),
+                             tuple(f.name for f in fields if f.compare))
+    cls.__repr__ = _record_repr
+    cls.__eq__ = _record_eq
+    cls.__hash__ = None
+    return cls
 
 
 # --------------------------------------------------------------------------
@@ -375,7 +403,7 @@ def table(cls=None, *, file_identifier: str | None = None):
         cls._present = dataclasses.field(default=None, init=False, repr=False,
                                           compare=False)
         cls.__annotations__ = new_annotations
-        dc = dataclasses.dataclass(cls)
+        dc = _with_record_methods(dataclasses.dataclass(cls, repr=False, eq=False))
         decl = TableDecl(dc, cls.__name__, specs, file_identifier)
         schema_names = {s.name for s in specs} | {"_present"}
         for f in dataclasses.fields(dc):
@@ -524,7 +552,7 @@ class LazyStructVector(_LazySeq):
 
     def numpy(self) -> np.ndarray:
         """A structured array viewing the buffer (ignores replaced elements)."""
-        return np.frombuffer(self._mv, self._decl.np_dtype, self._count, self._start)
+        return _numpy().frombuffer(self._mv, self._decl.np_dtype, self._count, self._start)
 
 
 class LazyUnionVector(_LazySeq):
@@ -577,7 +605,8 @@ def column(seq, name: str) -> list:
 # Reader
 # --------------------------------------------------------------------------
 
-_EMPTY = np.zeros(0, np.int64)
+#: An empty int64 array (set by _numpy()).
+_EMPTY: Any = None
 
 
 #: Shared ``_present`` sets (few distinct ones exist).
@@ -751,6 +780,7 @@ class FlatBufferReader:
     """
 
     def __init__(self, buf, start: int, end: int, *, budget: int | None = None):
+        _numpy()
         mv = memoryview(buf)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
@@ -820,7 +850,7 @@ class FlatBufferReader:
             raise ModuleFormatError(
                 f"FlatBuffer verification failed: buffer header too small ({size} bytes)")
         if file_identifier is not None:
-            fid = BUFFER_HEADER.parse(self.mv[start:start + 8]).file_identifier
+            _, fid = BUFFER_HEADER.unpack_from(self.mv, start)
             want = file_identifier.encode()
             if fid != want:
                 raise ModuleFormatError(
@@ -1115,14 +1145,6 @@ def _expand(starts: np.ndarray, counts: np.ndarray, stride: int, parent_idx: np.
 # Builder
 # --------------------------------------------------------------------------
 
-#: A vtable: vtable size, table size, then one voffset per field id.  Built with
-#: construct once per distinct vtable shape (vtables are shared).
-VTABLE = cs.Struct(
-    "vtable_size" / cs.Int16ul,
-    "table_size" / cs.Int16ul,
-    "field_offsets" / cs.Array(lambda this: (this.vtable_size - 4) // 2, cs.Int16ul),
-)
-
 
 class FlatBufferBuilder:
     """Writes tables front to back: a table, then what it references.
@@ -1160,7 +1182,7 @@ class FlatBufferBuilder:
         if len(ident) != IDENTIFIER_SIZE:
             raise ModuleFormatError("file identifier must be 4 bytes")
         self.buf = bytearray(4)  # size prefix, set at the end
-        self.buf += BUFFER_HEADER.build(dict(root_offset=0, file_identifier=ident))
+        self.buf += BUFFER_HEADER.pack(0, ident)
         root_pos = self.table(root)
         self.patch_uoffset(4, root_pos)
         self.pad_to(8)
@@ -1188,7 +1210,7 @@ class FlatBufferBuilder:
                 if not st.lo <= value <= st.hi:
                     raise ModuleFormatError(
                         f"{decl.name}.{f.name} = {value} out of range for {st.name}")
-                inline.append((st.size, f.id, st.con.build(value), None))
+                inline.append((st.size, f.id, struct.pack(st.fmt, value), None))
             elif kind == "string":
                 if value is not None:
                     inline.append((4, f.id, None, ("string", f, value)))
@@ -1341,12 +1363,13 @@ _VT_CACHE: dict = {}
 
 
 def _vtable_bytes(key) -> bytes:
+    """A vtable (u16s: vtable size, table size, one voffset per field id), built once
+    per distinct shape (vtables are shared)."""
     data = _VT_CACHE.get(key)
     if data is None:
         entries, tsize = key
         if tsize > 0xFFFF:
             raise ModuleFormatError("table too large")
-        data = VTABLE.build(dict(vtable_size=4 + 2 * len(entries), table_size=tsize,
-                                 field_offsets=list(entries)))
+        data = struct.pack(f"<HH{len(entries)}H", 4 + 2 * len(entries), tsize, *entries)
         _VT_CACHE[key] = data
     return data

@@ -13,14 +13,12 @@ import os
 import struct
 from typing import Any
 
-import construct as cs
-import numpy as np
-
-from vmrt.errors import ModuleFormatError, StatusCode
+from vmrt.errors import ModuleFormatError, StatusCode, file_error
 from vmrt.format import archive as _archive
 from vmrt.format.archive import ArchiveInfo
 from vmrt.format.mapped import MappedFile
 from vmrt.format.flatbuffer import (
+    INT16,
     INT32,
     UINT8,
     UINT32,
@@ -175,15 +173,15 @@ class ModuleStateDef:
     global_ref_count: int = Scalar(1, INT32)
 
 
-FunctionDescriptorDecl = StructDecl("FunctionDescriptor", cs.Struct(
-    "bytecode_offset" / cs.Int32sl,
-    "bytecode_length" / cs.Int32sl,
-    "requirements" / cs.FlagsEnum(cs.Int32ul, **FeatureBits.members),
-    "reserved" / cs.Int16sl,
-    "block_count" / cs.Int16sl,
-    "i32_register_count" / cs.Int16sl,
-    "ref_register_count" / cs.Int16sl,
-), enums={"requirements": FeatureBits})
+FunctionDescriptorDecl = StructDecl("FunctionDescriptor", [
+    ("bytecode_offset", INT32),
+    ("bytecode_length", INT32),
+    ("requirements", FeatureBits),
+    ("reserved", INT16),
+    ("block_count", INT16),
+    ("i32_register_count", INT16),
+    ("ref_register_count", INT16),
+])
 FunctionDescriptor = FunctionDescriptorDecl.cls
 
 
@@ -219,10 +217,10 @@ LocationTypeDef = UnionDecl("LocationTypeDef", [
     NameLocDef,
 ])
 
-BytecodeLocationDefDecl = StructDecl("BytecodeLocationDef", cs.Struct(
-    "bytecode_offset" / cs.Int32sl,
-    "location" / cs.Int32sl,
-))
+BytecodeLocationDefDecl = StructDecl("BytecodeLocationDef", [
+    ("bytecode_offset", INT32),
+    ("location", INT32),
+])
 BytecodeLocationDef = BytecodeLocationDefDecl.cls
 
 
@@ -282,7 +280,7 @@ SCHEMA = {
 #: Exceptions that must never leave read_module: if one shows up it is a bug in
 #: the reader, reported as a ModuleFormatError rather than crashing the caller.
 _UNEXPECTED = (IndexError, KeyError, ValueError, TypeError, OverflowError, struct.error,
-               cs.ConstructError, MemoryError, UnicodeError, RecursionError)
+               MemoryError, UnicodeError, RecursionError)
 
 
 def _open_buffer(data) -> memoryview:
@@ -294,12 +292,9 @@ def _open_buffer(data) -> memoryview:
                 if size == 0:
                     return memoryview(b"")
                 return memoryview(MappedFile.open(path, f.fileno()))
-        except OSError as error:
-            code = {2: StatusCode.NOT_FOUND, 13: StatusCode.PERMISSION_DENIED}.get(
-                error.errno or 0, StatusCode.UNAVAILABLE)
-            raise ModuleFormatError(
-                f"cannot read module file '{path}': {error.strerror or error}",
-                code) from None
+        except OSError as error:  # also the matching OSError: `except FileNotFoundError`
+            raise file_error(error, f"cannot read module file '{path}'",
+                             base=ModuleFormatError) from None
         except ValueError as error:  # a NUL in the path, ...
             raise ModuleFormatError(f"cannot read module file {path!r}: {error}",
                                     StatusCode.INVALID_ARGUMENT) from None
@@ -395,6 +390,8 @@ def check_module_tables(module: BytecodeModuleDef) -> None:
         fail(f"bytecode version mismatch; runtime supports {BYTECODE_VERSION_MAJOR}."
              f"{BYTECODE_VERSION_MINOR}, module has {major}.{minor}")
     if n_descriptors:
+        import numpy as np  # late: a module read with numpy has it loaded already
+
         arr = struct_array(descriptors)
         if arr is None:
             names = FunctionDescriptorDecl.field_names
@@ -403,7 +400,9 @@ def check_module_tables(module: BytecodeModuleDef) -> None:
         _check_descriptors(arr, len(module.bytecode_data), fail)
 
 
-def _check_descriptors(arr: np.ndarray, bytecode_size: int, fail) -> None:
+def _check_descriptors(arr, bytecode_size: int, fail) -> None:
+    import numpy as np
+
     offset = arr["bytecode_offset"].astype(np.int64)
     length = arr["bytecode_length"].astype(np.int64)
     blocks = arr["block_count"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.errors import StatusCode, VmrtError, limit_of
 from vmrt.hal.types import HalError
 from vmrt.vm.limits import current_guard
 from vmrt.vm.ref import RefObject
@@ -20,6 +20,7 @@ def copy_error(error: VmrtError) -> HalError:
     """A fresh error with the same code and message (one error object per raise)."""
     copy = HalError(error.message, error.code)
     copy.annotations = list(error.annotations)
+    copy.limit = limit_of(error)  # a limit's error keeps its class through the fence
     return copy
 
 

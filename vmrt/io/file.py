@@ -23,7 +23,7 @@ import stat as stat_module
 import threading
 import weakref
 
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.errors import StatusCode, VmrtError, file_error
 
 
 class FileAccess(enum.IntFlag):
@@ -48,22 +48,10 @@ class FileMode(str, enum.Enum):
     PRELOAD = "preload"
 
 
-#: errno values that mean the disk (or the file size limit, or a quota) is full.
-_FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
-
-
 def os_error_status(error: OSError, what: str) -> VmrtError:
     """An OSError as a VmrtError with the status code IREE would report (a full
-    disk is RESOURCE_EXHAUSTED)."""
-    code = {
-        FileNotFoundError: StatusCode.NOT_FOUND,
-        PermissionError: StatusCode.PERMISSION_DENIED,
-        IsADirectoryError: StatusCode.INVALID_ARGUMENT,
-        FileExistsError: StatusCode.ALREADY_EXISTS,
-    }.get(type(error), StatusCode.RESOURCE_EXHAUSTED if error.errno in _FULL
-          else StatusCode.UNAVAILABLE)
-    reason = error.strerror or str(error)
-    return VmrtError(f"{what}: {reason}", code)
+    disk is RESOURCE_EXHAUSTED) that is also that OSError (vmrt.errors.file_error)."""
+    return file_error(error, what)
 
 
 def byte_view(buffer, *, writable: bool = False, what: str = "buffer") -> memoryview:
@@ -121,6 +109,9 @@ class FileHandle:
             raise os_error_status(error, f"failed to open parameter file '{path}'") from None
         try:
             stat = os.fstat(fd)
+            if stat_module.S_ISDIR(stat.st_mode):  # (opening a directory read-only works)
+                raise file_error(IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path),
+                                 f"failed to open parameter file '{path}'")
             if not stat_module.S_ISREG(stat.st_mode):
                 raise VmrtError(f"parameter file '{path}' is not a regular file",
                                 StatusCode.INVALID_ARGUMENT)

@@ -1,8 +1,10 @@
 """Instruction decoding derived from the ISA table: bytes at a pc -> operand values.
 
-One decoder function per instruction is generated from its operand list when this
-module is imported (Python source, compiled once), so decoding an instruction is
-a table index plus a few struct unpacks. Every read is bounds-checked against the
+One decoder function per operand layout is generated from the operand lists when
+this module is imported (Python source, compiled once): the 265 instructions share
+29 layouts (`AddI32` and `MulI32` both read three u16 registers), so the import
+compiles 29 small functions rather than 265, and decoding an instruction is a
+table index plus a few struct unpacks. Every read is bounds-checked against the
 end of the function: malformed bytecode raises DecodeError, never IndexError.
 
 Decoded values, in operand order: registers as raw u16 ordinals (ref/move bits
@@ -102,9 +104,41 @@ def read_branch_table_cases(data, pc, end, start_pc, count):
     return tuple(cases), pc
 
 
-def _generate_decoder(inst: Instruction):
-    """Python source for one instruction's decoder (data, pc, end, start) -> (values, pc)."""
-    lines = [f"def decode_{inst.opcode_set}_{inst.symbol}(data, pc, end, start):"]
+#: Letters naming the variable-size operand kinds in a layout (struct format
+#: characters name the fixed-size ones).
+_VARIABLE_LETTERS = {
+    OperandKind.STRING_ATTR: "S",
+    OperandKind.VARIADIC_OPERANDS: "V",
+    OperandKind.VARIADIC_RESULTS: "V",
+    OperandKind.BRANCH_OPERANDS: "R",
+    OperandKind.BRANCH_TABLE_CASES: "C",
+}
+_VARIABLE_READS = {
+    "S": "read_string(data, pc, end, start)",
+    "V": "read_register_list(data, pc, end, start)",
+    "R": "read_remap_list(data, pc, end, start)",
+}
+
+
+def operand_layout(inst: Instruction) -> str:
+    """The wire layout of an instruction's operands, one letter each: a struct format
+    character for a fixed-size operand, S/V/R/C for the variable-size kinds."""
+    letters = []
+    for operand in inst.operands:
+        kind = operand.kind
+        if kind is OperandKind.ATTRIBUTE:
+            letters.append(_ATTRIBUTE_CHARS[operand.type])
+        elif kind in _FORMAT_CHARS:
+            letters.append(_FORMAT_CHARS[kind])
+        else:
+            letters.append(_VARIABLE_LETTERS[kind])
+    return "".join(letters)
+
+
+def _generate_decoder(layout: str):
+    """Python source for the decoder of one operand layout
+    (data, pc, end, start) -> (values, pc), and the struct constants it uses."""
+    lines = [f"def decode_{layout}(data, pc, end, start):"]
     names = []
     fixed: list[tuple[str, str]] = []
     consts = {}
@@ -122,28 +156,19 @@ def _generate_decoder(inst: Instruction):
         lines.append(f"    pc += {size}")
         fixed.clear()
 
-    for i, operand in enumerate(inst.operands):
+    for i, letter in enumerate(layout):
         name = f"v{i}"
         names.append(name)
-        kind = operand.kind
-        if kind is OperandKind.ATTRIBUTE:
-            fixed.append((name, _ATTRIBUTE_CHARS[operand.type]))
-        elif kind in _FORMAT_CHARS:
-            fixed.append((name, _FORMAT_CHARS[kind]))
+        if letter not in "SVRC":
+            fixed.append((name, letter))
+            continue
+        flush()
+        if letter == "C":
+            # The case count is the const_i16 operand encoded just before.
+            lines.append(f"    {name}, pc = read_branch_table_cases("
+                         f"data, pc, end, start, v{i - 1})")
         else:
-            flush()
-            if kind is OperandKind.STRING_ATTR:
-                lines.append(f"    {name}, pc = read_string(data, pc, end, start)")
-            elif kind in (OperandKind.VARIADIC_OPERANDS, OperandKind.VARIADIC_RESULTS):
-                lines.append(f"    {name}, pc = read_register_list(data, pc, end, start)")
-            elif kind is OperandKind.BRANCH_OPERANDS:
-                lines.append(f"    {name}, pc = read_remap_list(data, pc, end, start)")
-            elif kind is OperandKind.BRANCH_TABLE_CASES:
-                # The case count is the const_i16 operand encoded just before.
-                lines.append(f"    {name}, pc = read_branch_table_cases("
-                             f"data, pc, end, start, v{i - 1})")
-            else:  # pragma: no cover - the table only holds the kinds above
-                raise AssertionError(kind)
+            lines.append(f"    {name}, pc = {_VARIABLE_READS[letter]}")
     flush()
     values = ", ".join(names) + ("," if len(names) == 1 else "")
     lines.append(f"    return ({values}), pc")
@@ -152,23 +177,28 @@ def _generate_decoder(inst: Instruction):
 
 def _build_decoders():
     # Each generated function gets its own globals so that struct constants
-    # named S0, S1, ... do not collide between instructions.
+    # named S0, S1, ... do not collide between layouts.
     helpers = {
         "overrun": _overrun, "read_string": read_string,
         "read_register_list": read_register_list, "read_remap_list": read_remap_list,
         "read_branch_table_cases": read_branch_table_cases,
     }
+    by_layout = {}
     tables = {}
     for set_id, slots in BY_OPCODE.items():
         decoders = [None] * 256
         for inst in slots:
             if inst is None or inst.kind != "op":
                 continue
-            source, consts = _generate_decoder(inst)
-            namespace = dict(helpers)
-            namespace.update(consts)
-            exec(compile(source, f"<vmrt.isa decoder {inst.symbol}>", "exec"), namespace)
-            decoders[inst.opcode] = namespace[f"decode_{inst.opcode_set}_{inst.symbol}"]
+            layout = operand_layout(inst)
+            decoder = by_layout.get(layout)
+            if decoder is None:
+                source, consts = _generate_decoder(layout)
+                namespace = dict(helpers)
+                namespace.update(consts)
+                exec(compile(source, f"<vmrt.isa decoder {layout}>", "exec"), namespace)
+                decoder = by_layout[layout] = namespace[f"decode_{layout}"]
+            decoders[inst.opcode] = decoder
         tables[set_id] = tuple(decoders)
     return tables
 

@@ -30,6 +30,7 @@ import threading
 import weakref
 
 from vmrt.errors import StatusCode, VMError, VmrtError
+from vmrt.memory import MISSING_C_EXTENSION
 from vmrt.native.signature import Signature
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.ref import RefObject, lookup_ref_type
@@ -58,8 +59,8 @@ _CALL_RELEASED = -(1 << (8 * ffi.sizeof("intptr_t") - 1)) if ffi is not None els
 
 def _require_native():
     if lib is None:
-        raise VMError("C native modules need the vmrt._cnative extension "
-                      "(pip install -e . builds it)", StatusCode.UNAVAILABLE)
+        raise VMError(f"C native modules need vmrt's C extension: {MISSING_C_EXTENSION}",
+                      StatusCode.UNAVAILABLE)
 
 
 def _status_code(code: int) -> StatusCode:

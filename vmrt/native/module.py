@@ -48,7 +48,7 @@ from __future__ import annotations
 import inspect
 import operator
 
-from vmrt.errors import StatusCode, VMError, VmrtError
+from vmrt.errors import StatusCode, VMError, VmrtError, limit_of
 from vmrt.vm.module import Dependency as _Dependency
 from vmrt.vm.module import ImportDecl, Module, ModuleInstance
 from vmrt.vm.numerics import f32 as _f32
@@ -452,7 +452,7 @@ def export_failure(where: str, cconv: str):
             error.annotate(f"in native export {label}")
             return error
         if isinstance(error, VmrtError):
-            converted = VMError(f"{label}: {error.message}", error.code)
+            converted = VMError(f"{label}: {error.message}", error.code, limit=limit_of(error))
             converted.annotations.extend(error.annotations)
             return converted
         return VMError(f"{label} raised {type(error).__name__}: {error}", StatusCode.INTERNAL)

@@ -25,7 +25,7 @@ def run(args) -> int:
     if args.input == "-":
         if not args.output:
             print("vmrt: error: -o is required when reading standard input", file=sys.stderr)
-            return 2
+            return 1
         text, name = sys.stdin.read(), "<stdin>"
     else:
         path = Path(args.input)

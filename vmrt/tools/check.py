@@ -2,7 +2,7 @@
 
     vmrt check MODULE.vmfb [--module=DEP ...] [--device=local-sync|local-task]
                [--parameters=[SCOPE=]FILE ...] [--module_mode=mmap|preload]
-               [--expect_failure]
+               [--expect_failure] [--no_progress]
 
 Each export of MODULE (but `__*` and `$` names) must take and return nothing;
 each runs in a fresh context: the host HAL and other native modules MODULE
@@ -12,6 +12,8 @@ held. One line per test (`PASSED`, `FAILED` with the first failed check, its
 details and any later failed checks indented below, `ERROR` with the error),
 then `N passed, M failed`; the
 exit code is 1 on any failure (with `--expect_failure`: 1 when all passed).
+On a terminal, a progress bar counts the tests run (with tqdm installed: the
+vmrt[progress] extra).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import sys
 
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.modules.check import CheckModule, failures_of
+from vmrt.tools import progress
+from vmrt.modules.natives import native_modules_for
 from vmrt.tools import run as run_tool
 from vmrt.vm.cconv import split_fragments
 from vmrt.vm.context import Context, Instance
@@ -39,6 +43,7 @@ def add_arguments(parser) -> None:
                         help="map the module files (default) or read them into memory")
     parser.add_argument("--expect_failure", nargs="?", const="true", default="false",
                         metavar="BOOL", help="succeed only when some test fails")
+    progress.add_no_progress_flag(parser)
 
 
 def _load(path: str, mode: str):
@@ -69,7 +74,7 @@ def run_test(instance, modules, paths, name: str, device: str, parameters) -> tu
     """('PASSED'|'FAILED'|'ERROR', message) of one export in a fresh context."""
     main = modules[-1]
     try:
-        natives = run_tool.native_modules_for(modules, paths, device, parameters)
+        natives = native_modules_for(modules, paths, device, parameters)
         with Context(instance, natives + [CheckModule()] + modules) as context:
             context.function(main.name, name)()
             failures = failures_of(context)
@@ -90,14 +95,18 @@ def run(args) -> int:
     instance = Instance()
     out = sys.stdout
     passed = failed = 0
-    for name in tests_of(modules[-1]):
-        outcome, message = run_test(instance, modules, paths, name, device, parameters)
-        headline, _, details = message.partition("\n")
-        line = f"{outcome} {modules[-1].name}.{name}" + (f": {headline}" if headline else "")
-        out.write(line + "\n" + (details + "\n" if details else ""))
-        out.flush()
-        passed += outcome == "PASSED"
-        failed += outcome != "PASSED"
+    names = tests_of(modules[-1])
+    with progress.progress_bar(len(names), modules[-1].name, "test", args) as bar:
+        for name in names:
+            outcome, message = run_test(instance, modules, paths, name, device, parameters)
+            headline, _, details = message.partition("\n")
+            line = f"{outcome} {modules[-1].name}.{name}" + (f": {headline}" if headline else "")
+            # Through the bar: on a terminal it steps aside for the line.
+            bar.write(line + ("\n" + details if details else ""), file=out)
+            out.flush()
+            bar.update()
+            passed += outcome == "PASSED"
+            failed += outcome != "PASSED"
     out.write(f"{passed} passed, {failed} failed\n")
     out.flush()
     if run_tool._flag_on(args.expect_failure):

@@ -1,17 +1,26 @@
-"""Print a module's metadata (as iree-dump-module --output=metadata) or its tables as JSON.
+"""Print a module's metadata, disassembly or FlatBuffer (as iree-dump-module does).
 
-    vmrt dump MODULE [--format=text|json] [--pretty] [--no-verify]
+    vmrt dump MODULE [--output=metadata|disassembly|all|flatbuffer-json|flatbuffer-binary]
+                     [--pretty] [--function=F] [--bytecode_offsets] [--no_verify]
 
-`--format=json` prints what `iree-dump-module --output=flatbuffer-json` prints.
-The module is verified first (use --no-verify to dump modules whose bytecode
+`--output` takes iree-dump-module's values: `metadata` (the default; note that
+iree-dump-module's default is `all`), `disassembly` (what `vmrt disasm` prints;
+`--function` and `--bytecode_offsets` apply to it), `all` (metadata, a blank
+line, disassembly), `flatbuffer-json` (`--pretty` indents it) and
+`flatbuffer-binary` (the FlatBuffer's bytes). `--format=text|json`, the older
+spelling of `--output=metadata|flatbuffer-json`, is still accepted.
+The module is verified first (use --no_verify to dump modules whose bytecode
 is invalid but whose tables read).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from vmrt.format import is_vector_present, module_to_json, read_module
+from vmrt.tools.disasm import add_disassembly_flags, write_disassembly
+from vmrt.tools.flags import add_flag
 from vmrt.vm import cconv as cconv_mod
 
 RULE = "//===" + "-" * 110 + "===//"
@@ -20,14 +29,28 @@ FEATURE_EXT_F64 = 1 << 1
 #: sizeof(iree_vm_ref_t) on 64-bit hosts, which iree-dump-module counts per ref global.
 REF_SIZE = 16
 _TYPE_NAMES = {"i": "i32", "f": "f32", "I": "i64", "F": "f64", "r": "!vm.ref<?>"}
+OUTPUTS = ("metadata", "disassembly", "all", "flatbuffer-json", "flatbuffer-binary")
+#: The deprecated --format values and the --output they mean.
+_FORMAT_OUTPUTS = {"text": "metadata", "json": "flatbuffer-json"}
+
+
+def _output_of_format(value: str) -> str:
+    if value not in _FORMAT_OUTPUTS:
+        raise argparse.ArgumentTypeError(f"invalid choice: '{value}' (choose from 'text', "
+                                         "'json'; or use --output=metadata|flatbuffer-json)")
+    return _FORMAT_OUTPUTS[value]
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("module", help="a .vmfb file")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--output", choices=OUTPUTS, default="metadata",
+                        help="what to print (default metadata)")
+    parser.add_argument("--format", dest="output", type=_output_of_format,
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--pretty", action="store_true", help="indent JSON output")
-    parser.add_argument("--no-verify", action="store_true",
-                        help="skip bytecode verification")
+    add_disassembly_flags(parser)
+    add_flag(parser, "--no_verify", hidden=("--no-verify",), action="store_true",
+             help="skip bytecode verification")
 
 
 def run(args) -> int:
@@ -35,12 +58,27 @@ def run(args) -> int:
     if not args.no_verify:
         from vmrt.vm.verifier import verify_module
         verify_module(module)
-    if args.format == "json":
+    if args.output == "flatbuffer-binary":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(flatbuffer_bytes(args.module, module.archive))
+    elif args.output == "flatbuffer-json":
         # No trailing newline: byte-identical to iree-dump-module's output.
         sys.stdout.write(module_to_json(module, pretty=args.pretty))
-    else:
+    elif args.output in ("metadata", "all"):
         sys.stdout.write(format_metadata(module))
+    if args.output == "all":
+        sys.stdout.write("\n")
+    if args.output in ("disassembly", "all"):
+        write_disassembly(module, args)
+    sys.stdout.flush()
     return 0
+
+
+def flatbuffer_bytes(path: str, archive) -> bytes:
+    """The FlatBuffer of the module file at `path` (without its size prefix)."""
+    with open(path, "rb") as file:
+        file.seek(archive.flatbuffer_offset)
+        return file.read(archive.flatbuffer_length)
 
 
 # -- text form ------------------------------------------------------------------------------

@@ -327,32 +327,40 @@ def _format_number(type_name: str, value) -> str:
     return f"{type_name}={int(value)}"
 
 
-def _format_ref(obj) -> str:
+def is_buffer_view(obj) -> bool:
+    from vmrt.hal.buffer_view import BufferView  # (the HAL loads only for ref values)
+    return isinstance(obj, BufferView)
+
+
+def _format_ref(obj, max_element_count: int) -> str:
     if obj is None:
         return "(null)"
+    if is_buffer_view(obj):
+        from vmrt.hal.buffer_view_io import format_buffer_view
+        return "hal.buffer_view\n" + format_buffer_view(obj, max_element_count)
     name = ref_type_name(obj)
     if isinstance(obj, VMList):
         lines = [name, "\n"]
         for index in range(len(obj)):
-            lines.append(f"child_list[{index}]: {_format_list_element(obj, index)}\n")
+            element = _format_list_element(obj, index, max_element_count)
+            lines.append(f"child_list[{index}]: {element}\n")
         return "".join(lines)
-    if name == "hal.buffer_view":
-        raise UnsupportedError(f"printing hal.buffer_view results {HAL_PENDING}")
     return f"{name}\n(no printer)"
 
 
-def _format_list_element(lst: VMList, index: int) -> str:
+def _format_list_element(lst: VMList, index: int, max_element_count: int) -> str:
     try:
         value_type, value = lst.get_value(index)
     except VMError:
-        return _format_ref(lst.get_item(index))
+        return _format_ref(lst.get_item(index), max_element_count)
     return _format_number(VALUE_TYPE_NAME[value_type], value)
 
 
-def format_value(kind: str, value) -> str:
-    """One value as iree-run-module prints it after `result[N]: ` (may span lines)."""
+def format_value(kind: str, value, max_element_count: int = 1024) -> str:
+    """One value as iree-run-module prints it after `result[N]: ` and for `--output=-`
+    (may span lines; a buffer view shows at most `max_element_count` elements)."""
     if kind == "r":
-        return _format_ref(value)
+        return _format_ref(value, max_element_count)
     return _format_number(TYPE_NAMES[kind], value)
 
 

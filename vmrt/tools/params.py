@@ -3,16 +3,18 @@
     vmrt params dump [FILE ...] [--parameters=[SCOPE=]FILE ...] [--extract=[SCOPE::]KEY=OUT]
     vmrt params create --output=OUT.irpa [--data=NAME=SHAPExTYPE[=VALUE] ...]
                        [--splat=NAME=SHAPExTYPE[=VALUE] ...] [--alignment=64]
-                       [--gguf-types=iree|ggml] [--quiet]
+                       [--gguf_types=iree|ggml] [--quiet] [--no_progress]
     vmrt params convert [FILE ...] [--parameters=...] --output=OUT.{irpa,safetensors,gguf}
                         [--exclude=NAME] [--rename=OLD=NEW] [--strip]
-                        [--splat=NAME[=TYPE=VALUE]] [--gguf-types=iree|ggml] [--quiet]
+                        [--splat=NAME[=TYPE=VALUE]] [--gguf_types=iree|ggml] [--quiet]
+                        [--no_progress]
 
 `dump` prints what iree-dump-parameters prints; `create` and `convert` write
 what iree-create-parameters and iree-convert-parameters write (IRPA) and
 print the new file's listing unless --quiet. The output format follows the
 output's extension (or --format); splats are written out as data in
-formats that have no splats.
+formats that have no splats. On a terminal, a progress bar shows the bytes
+written (with tqdm installed: the vmrt[progress] extra).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from vmrt.io.formats import format_from_name, write_file
 from vmrt.io.index import format_index
 from vmrt.io.formats.gguf import DEFAULT_TYPE_NUMBERING, TYPE_NUMBERINGS
 from vmrt.io.formats.irpa import DEFAULT_DATA_ALIGNMENT
+from vmrt.tools import progress
+from vmrt.tools.flags import add_flag
 
 
 def add_arguments(parser) -> None:
@@ -88,20 +92,22 @@ def _add_inputs(parser) -> None:
                         help="a parameter file, or SCOPE=FILE (after any --parameters)")
     parser.add_argument("--parameters", action="append", default=[], metavar="[SCOPE=]FILE",
                         help="a parameter file, optionally in a named scope")
-    parser.add_argument("--parameter-mode", "--parameter_mode", dest="mode",
-                        choices=[m.value for m in FileMode], default=FileMode.MMAP.value,
-                        help="how files are read: mmap (default), file (pread) or preload")
+    add_flag(parser, "--parameter_mode", hidden=("--parameter-mode",), dest="mode",
+             choices=[m.value for m in FileMode], default=FileMode.MMAP.value,
+             help="how files are read: mmap (default), file (pread) or preload")
 
 
 def _add_output_options(parser) -> None:
     parser.add_argument("--format", choices=FORMATS,
                         help="output format (default: from the output's extension, else irpa)")
-    parser.add_argument("--gguf-types", "--gguf_types", choices=TYPE_NUMBERINGS,
-                        default=DEFAULT_TYPE_NUMBERING,
-                        help="GGUF tensor type numbers: iree (default; I8/I16/I32 = 16-18, "
-                             "loads in IREE 3.13's tools) or ggml (current ggml, 24-26)")
+    add_flag(parser, "--gguf_types", hidden=("--gguf-types",), choices=TYPE_NUMBERINGS,
+             default=DEFAULT_TYPE_NUMBERING,
+             help="GGUF tensor type numbers: ggml (default; the GGUF specification's, "
+                  "I8/I16/I32 = 24-26, read by llama.cpp and the gguf package) or iree "
+                  "(16-18, as IREE 3.13's tools read integer tensors)")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="do not print the listing of the new file")
+    progress.add_no_progress_flag(parser)
 
 
 def run(args) -> int:
@@ -214,7 +220,18 @@ def run_create(args) -> int:
                    "materialize": lambda entry: id(entry) in data_entries}
     elif output_format == "gguf":
         options = {"types": args.gguf_types}
-    written = write_file(index, args.output, format=output_format, **options)
+    return write_archive(index, args, output_format, options)
+
+
+def write_archive(index: ParameterIndex, args, output_format: str, options: dict) -> int:
+    """Writes `index` to --output (a bar of the bytes written on a terminal), then
+    prints the new file's listing unless --quiet."""
+    materialize = options.get("materialize", lambda entry: False)
+    # Splats take no storage in IRPA (unless materialized); other formats store them.
+    stored = sum(entry.length for entry in index
+                 if output_format != "irpa" or not entry.is_splat or materialize(entry))
+    with progress.bytes_written_bar(stored, f"writing {os.path.basename(args.output)}", args):
+        written = write_file(index, args.output, format=output_format, **options)
     if not args.quiet:
         _write_text(format_index("", written))
     return 0
@@ -275,7 +292,4 @@ def run_convert(args) -> int:
     options = {"alignment": args.alignment} if output_format == "irpa" else {}
     if output_format == "gguf":
         options = {"types": args.gguf_types}
-    written = write_file(index, args.output, format=output_format, **options)
-    if not args.quiet:
-        _write_text(format_index("", written))
-    return 0
+    return write_archive(index, args, output_format, options)

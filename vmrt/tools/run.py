@@ -8,8 +8,9 @@ an export of the last module (or `module.function` of any registered module;
 with one non-internal export it may be left out). Inputs are parsed by the
 function's signature (`--input=5`, `--input=-1.5`, `--input=(null)`) and
 stdout is what iree-run-module prints: `EXEC @F`, then `result[N]: i32=7`
-lines. `--output=` takes `-`, `` (skip), `@file.npy`, `+file.npy`, `@file.bin`
-and `+file.bin`; `--expected_output=` compares the results and exits 1 on a
+lines. `--output=` takes `-` (the value as its result line shows it: a buffer
+view under a `hal.buffer_view` line), `` (skip), `@file.npy`, `+file.npy`,
+`@file.bin` and `+file.bin`; `--expected_output=` compares the results and exits 1 on a
 mismatch. `--device`, `--output_max_element_count` (alias
 `--print_max_element_count`), `--print_statistics` and `--module_mode` are
 accepted so iree-run-module command lines work unchanged; they change nothing
@@ -27,7 +28,7 @@ vmrt.vm.limits.Limits (a module you do not trust: one error line when one runs o
 
 from __future__ import annotations
 
-import importlib
+import contextlib
 import math
 import os
 import sys
@@ -36,19 +37,7 @@ from vmrt.errors import StatusCode, VMError, VmrtError
 from vmrt.tools import function_io as fio
 from vmrt.vm.context import Context, Function, Instance
 from vmrt.vm.module import load_module
-
-#: Native modules vmrt can supply when a module imports them (or depends on
-#: them): name -> (Python module, class). The HAL module joins here.
-NATIVE_MODULES = {
-    "yieldable_test": ("vmrt.modules.yieldable_test", "YieldableTestModule"),
-}
-
-#: Native modules of IREE's runtime that vmrt does not provide yet.
-_PENDING_NATIVE_MODULES = {
-    "hal_inline": "the inline HAL module",
-    "hal_loader": "the HAL loader module",
-}
-
+from vmrt.modules.natives import native_modules_for
 
 def add_arguments(parser) -> None:
     parser.add_argument("--module", action="append", default=[], metavar="FILE",
@@ -123,48 +112,6 @@ def _load(spec: str):
         raise error.annotate(f"loading bytecode module at '{path}'")
 
 
-def native_modules_for(modules, paths, device: str = "local-sync", parameters=None, *,
-                       native_under_limits: bool = False) -> list:
-    """Native modules to register ahead of `modules`, from what they import.
-
-    `parameters` (a vmrt.io.ParameterScopes, or None for none) feeds io_parameters.
-
-    A required import of a native module vmrt does not have yet (the HAL) is
-    an UNIMPLEMENTED error naming the module file.
-    """
-    provided: set[str] = set()
-    user_names = {m.name for m in modules}
-    natives = []
-    for module, path in zip(modules, paths):
-        wanted = [(d.name, d.optional) for d in module.dependencies()]
-        wanted += [(i.module_name, i.optional) for i in module.imports()]
-        for name, optional in wanted:
-            if name in provided or name in user_names:
-                continue
-            if name == "hal":
-                # Buffer views stay buffer views: run parses and prints them itself.
-                from vmrt.modules.hal import HalModule
-                natives.append(HalModule(device=device, host_arrays=False,
-                                         native_under_limits=native_under_limits))
-                provided.add(name)
-            elif name == "io_parameters":
-                from vmrt.io import ParameterScopes
-                from vmrt.modules.io_parameters import IoParametersModule
-                natives.append(IoParametersModule(parameters or ParameterScopes()))
-                provided.add(name)
-            elif name in NATIVE_MODULES:
-                python_module, class_name = NATIVE_MODULES[name]
-                natives.append(getattr(importlib.import_module(python_module), class_name)())
-                provided.add(name)
-            elif name in _PENDING_NATIVE_MODULES and not optional:
-                raise fio.UnsupportedError(
-                    f"module '{module.name}' ({path}) needs {_PENDING_NATIVE_MODULES[name]} "
-                    f"'{name}', which vmrt does not provide yet: functions on tensors "
-                    "(!hal.buffer_view) are unsupported until the HAL lands")
-        provided.add(module.name)
-    return natives
-
-
 def device_from_flags(devices) -> str:
     """The device the `--device` flags name (the last one wins; local-sync by default)."""
     device = devices[-1] if devices else "local-sync"
@@ -175,7 +122,10 @@ def device_from_flags(devices) -> str:
 
 
 def load_parameters(specs, mode: str = "mmap"):
-    """The ParameterScopes of `--parameters` values, as iree-run-module builds them."""
+    """The ParameterScopes of `--parameters` values, as iree-run-module builds them
+    (None without any: vmrt.io is not loaded for modules that take no parameters)."""
+    if not specs:
+        return None
     from vmrt.io import ParameterScopes
     scopes = ParameterScopes()
     for spec in specs:
@@ -222,11 +172,7 @@ def _result_list(result, kinds: list[str]) -> list:
 
 def print_results(results: list, kinds: list[str], out, max_element_count: int = 1024) -> None:
     for index, (kind, value) in enumerate(zip(kinds, results)):
-        if kind == "r" and _is_buffer_view(value):
-            from vmrt.hal.buffer_view_io import format_result
-            out.write(format_result(index, value, max_element_count) + "\n")
-        else:
-            out.write(f"result[{index}]: {fio.format_value(kind, value)}\n")
+        out.write(f"result[{index}]: {fio.format_value(kind, value, max_element_count)}\n")
 
 
 def parse_inputs(fragment: str, specs, hal, streams) -> list:
@@ -249,6 +195,15 @@ def parse_inputs(fragment: str, specs, hal, streams) -> list:
     return values
 
 
+def _input_streams(hal):
+    """The files `--input=@f.npy` values read, open across inputs; only tensor
+    inputs read them, and those need the HAL (so scalar runs load none of it)."""
+    if hal is None:
+        return contextlib.nullcontext()
+    from vmrt.hal.buffer_view_io import InputStreams
+    return InputStreams()
+
+
 def _append_async_fences(function: Function, values: list, hal):
     """For an async function (`iree.abi.model` = `coarse-fences`, iree-compile's
     --iree-execution-model=async-external): appends a null wait fence and a new
@@ -266,26 +221,18 @@ def _append_async_fences(function: Function, values: list, hal):
     return finish
 
 
-def _is_buffer_view(value) -> bool:
-    from vmrt.hal.buffer_view import BufferView
-    return isinstance(value, BufferView)
-
-
-def write_outputs(results: list, kinds: list[str], specs: list[str], out) -> None:
+def write_outputs(results: list, kinds: list[str], specs: list[str], out,
+                  max_element_count: int = 1024) -> None:
     if len(specs) != len(results):
         raise VmrtError(f"{len(specs)} outputs specified but the provided variant list only "
                         f"has {len(results)} elements", StatusCode.OUT_OF_RANGE)
     for kind, value, spec in zip(kinds, results, specs):
         if spec == "":
             continue
-        tensor = kind == "r" and _is_buffer_view(value)
-        if spec == "-":
-            if tensor:
-                from vmrt.hal.buffer_view_io import format_buffer_view
-                out.write(format_buffer_view(value) + "\n")
-            else:
-                out.write(fio.format_value(kind, value) + "\n")
+        if spec == "-":  # as a result line prints it, without the `result[N]: `
+            out.write(fio.format_value(kind, value, max_element_count) + "\n")
             continue
+        tensor = kind == "r" and fio.is_buffer_view(value)
         if spec[0] not in "@+":
             raise VmrtError(f"unsupported output mode specification '{spec}'",
                             StatusCode.UNIMPLEMENTED)
@@ -423,10 +370,9 @@ def run(args) -> int:
                                  native_under_limits=args.native_under_limits)
     hal = next((n for n in natives if n.name == "hal"), None)
     out = sys.stdout
-    from vmrt.hal.buffer_view_io import InputStreams
     hooks = execution_hooks(args)
     with Context(Instance(), natives + modules, hooks=hooks, limits=_limits(args)) as context, \
-            InputStreams() as streams, _profile_report(hooks):
+            _input_streams(hal) as streams, _profile_report(hooks):
         function = resolve_function(context, modules[-1], args.function)
         kinds = fio.result_kinds(function.results)
         try:
@@ -456,7 +402,7 @@ def run(args) -> int:
                 return 0 if matched else 1
             if args.output:
                 try:
-                    write_outputs(results, kinds, args.output, out)
+                    write_outputs(results, kinds, args.output, out, args.max_element_count)
                 except VmrtError as error:
                     raise error.annotate("outputting results")
             else:

@@ -1,15 +1,15 @@
 """Partition stream programs (text form) into waves, report their transient memory,
 lower them to VM modules and run them.
 
-    vmrt stream stats FILE [--json] [--partitioning-favor=F]
-    vmrt stream schedule FILE [--function NAME] [--partitioning-favor=F]
-    vmrt stream compile FILE -o OUT.vmfb [--partitioning-favor=F] [--force] [--emit=vmasm]
+    vmrt stream stats FILE [--json] [--partitioning_favor=F]
+    vmrt stream schedule FILE [--function NAME] [--partitioning_favor=F]
+    vmrt stream compile FILE -o OUT.vmfb [--partitioning_favor=F] [--force] [--emit=vmasm]
     vmrt stream run FILE|OUT.vmfb --kernels=K [--function=NAME] [--input=@x.npy ...]
         [--parameters=SCOPE=FILE ...] [--device=local-task] [--check] [--output=@r.bin ...]
 
 `stats` prints, per function, the statistics of all three favors side by side;
 the column marked `*` is the favor the function would be compiled with (its
-`partitioning` attribute, else the program's, else --partitioning-favor).
+`partitioning` attribute, else the program's, else --partitioning_favor).
 `schedule` prints the waves and the transient slab of the effective favor.
 `compile` lowers every function (vmrt/stream/README.md, "Lowering") and writes the
 module; `--emit=vmasm` writes the vmasm text instead. `run` runs one function of
@@ -33,43 +33,52 @@ from vmrt.errors import StatusCode, VmrtError
 from vmrt.stream import (DEFAULT_FAVOR, FAVORS, FuncAnalysis, load_program, plan,
                          resolve_favor)
 from vmrt.stream.text import format_op
+from vmrt.tools.flags import add_flag
+
+
+def _add_favor_flags(parser, force: bool = True) -> None:
+    add_flag(parser, "--partitioning_favor", hidden=("--partitioning-favor",),
+             choices=[f.value for f in FAVORS], default=DEFAULT_FAVOR.value,
+             help=f"favor when neither the function nor the program has a `partitioning` "
+                  f"attribute (default {DEFAULT_FAVOR.value})")
+    if force:
+        parser.add_argument("--force", action="store_true",
+                            help="use --partitioning_favor even over attributes")
+
+
+def _add_action(sub, name: str, summary: str, run):
+    """An action whose --help starts with `summary` (a sentence)."""
+    parser = sub.add_parser(name, help=summary, description=summary)
+    parser.set_defaults(stream_run=run)
+    return parser
 
 
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="stream_command", metavar="ACTION")
     sub.required = True
-    favor_help = (f"favor when neither the function nor the program has a `partitioning` "
-                  f"attribute (default {DEFAULT_FAVOR.value})")
-    favors = [f.value for f in FAVORS]
 
-    stats = sub.add_parser("stats", help="statistics of all three favors side by side")
+    stats = _add_action(sub, "stats", "Print the statistics of all three partitioning "
+                                      "favors side by side, per function.", run_stats)
     stats.add_argument("file", help="a stream program (text form)")
     stats.add_argument("--json", action="store_true", help="print JSON")
-    stats.add_argument("--partitioning-favor", choices=favors, default=DEFAULT_FAVOR.value,
-                       help=favor_help)
-    stats.set_defaults(stream_run=run_stats)
+    _add_favor_flags(stats, force=False)
 
-    schedule = sub.add_parser("schedule", help="the waves and transient slab of one favor")
+    schedule = _add_action(sub, "schedule", "Print the waves and the transient slab of one "
+                                            "favor, per function.", run_schedule)
     schedule.add_argument("file", help="a stream program (text form)")
     schedule.add_argument("--function", help="only this function")
-    schedule.add_argument("--partitioning-favor", choices=favors,
-                          default=DEFAULT_FAVOR.value, help=favor_help)
-    schedule.add_argument("--force", action="store_true",
-                          help="use --partitioning-favor even over attributes")
-    schedule.set_defaults(stream_run=run_schedule)
+    _add_favor_flags(schedule)
 
-    compile_ = sub.add_parser("compile", help="lower to a VM module")
+    compile_ = _add_action(sub, "compile", "Lower a stream program to a VM module (or its "
+                                           "vmasm text).", run_compile)
     compile_.add_argument("file", help="a stream program (text form)")
     compile_.add_argument("-o", "--output", required=True, help="the .vmfb to write")
-    compile_.add_argument("--partitioning-favor", choices=favors,
-                          default=DEFAULT_FAVOR.value, help=favor_help)
-    compile_.add_argument("--force", action="store_true",
-                          help="use --partitioning-favor even over attributes")
+    _add_favor_flags(compile_)
     compile_.add_argument("--emit", choices=("vmfb", "vmasm"), default="vmfb",
                           help="write the module (default) or its vmasm text")
-    compile_.set_defaults(stream_run=run_compile)
 
-    run_ = sub.add_parser("run", help="run one function on a local device")
+    run_ = _add_action(sub, "run", "Run one function of a stream program or compiled module "
+                                   "on a local device, with Python kernels.", run_run)
     run_.add_argument("file", help="a stream program (text form) or a compiled .vmfb")
     run_.add_argument("--kernels", action="append", default=[], metavar="PY",
                       help="a .py file or module name defining KERNELS {name: callable} "
@@ -82,16 +91,12 @@ def add_arguments(parser) -> None:
     run_.add_argument("--parameters", action="append", default=[], metavar="SCOPE=FILE",
                       help="a parameter archive (.irpa, .safetensors, .gguf) for a scope")
     run_.add_argument("--device", choices=("local-sync", "local-task"), default="local-task")
-    run_.add_argument("--partitioning-favor", choices=favors, default=DEFAULT_FAVOR.value,
-                      help=favor_help)
-    run_.add_argument("--force", action="store_true",
-                      help="use --partitioning-favor even over attributes")
+    _add_favor_flags(run_)
     run_.add_argument("--check", action="store_true",
                       help="compare with a numpy evaluation (needs the program text)")
     run_.add_argument("--output", action="append", default=[], metavar="SPEC",
                       help="per result: @FILE.bin (raw bytes), @FILE.npy (uint8 array) or "
                            "`` to skip")
-    run_.set_defaults(stream_run=run_run)
 
 
 def run(args) -> int:

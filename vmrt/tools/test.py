@@ -14,7 +14,7 @@ import sys
 
 from vmrt.errors import VmrtError
 from vmrt.vm.context import Context, Instance
-from vmrt.tools.run import native_modules_for
+from vmrt.modules.natives import native_modules_for
 from vmrt.vm.module import load_module
 
 

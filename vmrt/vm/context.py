@@ -9,8 +9,10 @@ import operator
 import struct
 import sys
 import types
+from typing import Any, Callable, Iterable
 
-from vmrt.errors import StatusCode, VMError, VmrtError, release_frames
+from vmrt.errors import (DepthExceeded, StatusCode, VMError, VmrtError, limit_of,
+                          release_frames)
 from vmrt.isa.decoder import decode_at
 from vmrt.vm import cconv as cconv_mod
 from vmrt.vm.buffer import VMBuffer
@@ -19,7 +21,7 @@ from vmrt.vm.hooks import ExecutionHooks, HookDispatcher
 from vmrt.vm.source_maps import function_source_map
 from vmrt.vm.limits import Limits, Meter
 from vmrt.vm.list import VMList
-from vmrt.vm.module import BytecodeModuleInstance, Module
+from vmrt.vm.module import BytecodeModuleInstance, Module, ModuleInstance
 from vmrt.vm.numerics import f32
 from vmrt.vm.ref import RefObject
 
@@ -36,7 +38,7 @@ class Instance:
     alone Limits(max_depth=max_depth).
     """
 
-    def __init__(self, *, max_depth: int | None = None, limits: Limits | None = None):
+    def __init__(self, *, max_depth: int | None = None, limits: Limits | None = None) -> None:
         if limits is None and max_depth is not None:
             limits = Limits(max_depth=max_depth)
         self.limits = limits
@@ -69,9 +71,9 @@ class Context:
 
     Limits (vmrt.vm.limits.Limits; default: the instance's): a context given
     limits compiles its code with check points and enforces fuel, call depth,
-    memory, a deadline and cancellation; every violation is a VMError
-    (RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED) and leaves the context
-    usable. From the host:
+    memory, a deadline and cancellation; every violation is a VMError subclass
+    naming it (FuelExhausted, DepthExceeded, MemoryLimitExceeded: RESOURCE_EXHAUSTED;
+    DeadlineExceeded; Cancelled) and leaves the context usable. From the host:
 
     - `refuel(n)` adds fuel; `fuel_remaining` is what is left (None: no limit).
     - `set_deadline(t)`: an absolute deadline (time.monotonic() seconds, or
@@ -87,10 +89,13 @@ class Context:
     the context can be cancelled). A context without limits pays nothing.
     """
 
-    def __init__(self, instance: Instance | None = None, modules=(), *,
-                 trace_hook=None, print_hook=None, checkpoints: bool = False,
-                 hooks=(), instrumented: bool = False, limits: Limits | None = None,
-                 meter: Meter | None = None):
+    def __init__(self, instance: Instance | None = None, modules: Iterable[Module] = (), *,
+                 trace_hook: Callable[[str, Any], None] | None = None,
+                 print_hook: Callable[[str, Any], None] | None = None,
+                 checkpoints: bool = False,
+                 hooks: ExecutionHooks | Iterable[ExecutionHooks] | None = (),
+                 instrumented: bool = False, limits: Limits | None = None,
+                 meter: Meter | None = None) -> None:
         self.instance = instance or Instance()
         limits = limits or self.instance.limits or (Limits() if checkpoints else None)
         if meter is None and limits is not None:  # (a given meter: see DispatchMeter)
@@ -106,7 +111,7 @@ class Context:
         self.codegen_options = CodegenOptions(checkpoints=checkpoints,
                                               instrumented=self.hook_dispatcher is not None)
         self.instances: list = []
-        self._by_name: dict[str, object] = {}
+        self._by_name: dict[str, ModuleInstance] = {}
         self._closed = False
         for module in modules:
             self.register(module)
@@ -160,7 +165,7 @@ class Context:
             self.meter.release_memory(nbytes)
 
     # -- registration -----------------------------------------------------------------------
-    def register(self, module: Module):
+    def register(self, module: Module) -> ModuleInstance:
         if module.name in self._by_name:
             raise VMError(f"a module named '{module.name}' is already registered",
                           StatusCode.ALREADY_EXISTS)
@@ -225,7 +230,7 @@ class Context:
         if self.hook_dispatcher is not None:
             self.hook_dispatcher.remove(hook)
 
-    def module(self, name: str):
+    def module(self, name: str) -> ModuleInstance:
         instance = self._by_name.get(name)
         if instance is None:
             raise VMError(f"no module named '{name}' in this context", StatusCode.NOT_FOUND)
@@ -264,11 +269,11 @@ class Context:
         if fn is None:
             raise VMError(f"module '{module_name}' has no export '{function_name}'",
                           StatusCode.NOT_FOUND)
-        attrs = getattr(instance.module, "export_attrs", lambda name: {})(function_name)
+        attrs = _export_attrs(instance, function_name)
         kind = AsyncFunction if attrs.get("iree.abi.model") == "coarse-fences" else Function
         return kind(self, instance, function_name, cconv or "", fn)
 
-    def run_to_completion(self, result):
+    def run_to_completion(self, result: Any) -> Any:
         return _drive(result)
 
     def close(self) -> None:
@@ -297,10 +302,10 @@ class Context:
         self.instances.clear()
         self._by_name.clear()
 
-    def __enter__(self):
+    def __enter__(self) -> Context:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- signals ----------------------------------------------------------------------------------
@@ -337,7 +342,7 @@ class Context:
     def _vm_errors(self):
         return _VMErrorScope(self)
 
-    def vm_stack(self, tb) -> list[str]:
+    def vm_stack(self, tb: types.TracebackType | None) -> list[str]:
         """VM frames (innermost first) of a traceback through generated code."""
         frames = []
         while tb is not None:
@@ -353,6 +358,11 @@ class Context:
             tb = tb.tb_next
         frames.reverse()
         return frames
+
+
+def _export_attrs(instance: ModuleInstance, name: str) -> dict[str, str]:
+    """The reflection attributes of an export (none for modules without any)."""
+    return getattr(instance.module, "export_attrs", lambda name: {})(name)
 
 
 def _frame_label(instance, name: str, ordinal: int, pc) -> str:
@@ -468,12 +478,12 @@ def _failing_instruction(context: Context, tb) -> str | None:
 def translate_exception(exc: BaseException, context: Context, tb) -> VMError:
     where = _failing_instruction(context, tb)
     prefix = f"{where}: " if where else ""
-    if isinstance(exc, VmrtError):
-        return VMError(exc.message, exc.code)
+    if isinstance(exc, VmrtError):  # (a limit that stopped HAL work keeps its subclass)
+        return VMError(exc.message, exc.code, limit=limit_of(exc))
     if isinstance(exc, ZeroDivisionError):
         return VMError(f"{prefix}integer division by zero", StatusCode.INVALID_ARGUMENT)
     if isinstance(exc, RecursionError):
-        return VMError(f"{prefix}VM call stack depth exceeded", StatusCode.RESOURCE_EXHAUSTED)
+        return DepthExceeded(f"{prefix}VM call stack depth exceeded")
     if isinstance(exc, MemoryError):
         return VMError(f"{prefix}out of memory", StatusCode.RESOURCE_EXHAUSTED)
     if isinstance(exc, AttributeError):
@@ -619,7 +629,8 @@ def _argument_converter(fragment: str):
 class Function:
     """A callable export: converts Python arguments, runs, converts results."""
 
-    def __init__(self, context: Context, instance, name: str, cconv: str, fn):
+    def __init__(self, context: Context, instance: ModuleInstance, name: str, cconv: str,
+                 fn: Callable[..., Any]) -> None:
         self.context = context
         self.instance = instance
         self.name = name
@@ -629,7 +640,9 @@ class Function:
         self._may_yield = getattr(instance, "is_generator", lambda n: True)(name)
         # Without spans each argument converts on its own: one generated function
         # converts them all (a comprehension over converters costs ~0.5 us a call).
-        self._convert = None if "C" in self.arguments else _argument_converter(self.arguments)
+        self._convert: Callable[..., Any] = (
+            _argument_converter(self.arguments) if "C" not in self.arguments
+            else lambda *args: _convert_arguments(self.arguments, args))
         # Set by a native module (hal: numpy arrays in, numpy arrays out) for ref values.
         host = getattr(context, "host_adapter", None)
         self._host = host if host is not None and "r" in self.arguments + self.results else None
@@ -638,10 +651,20 @@ class Function:
     def full_name(self) -> str:
         return f"{self.instance.module.name}.{self.name}"
 
-    def __repr__(self) -> str:
-        return f"<vmrt function {self.full_name} {self.cconv!r}>"
+    @property
+    def reflection(self) -> dict[str, str]:
+        """The export's reflection attributes: `iree.abi.declaration` (its signature in
+        tensors, from iree-compile), `iree.abi.model`, ...; empty when it has none."""
+        return dict(_export_attrs(self.instance, self.name))
 
-    def __call__(self, *args):
+    def __repr__(self) -> str:
+        # As iree.runtime shows a VmFunction: the cconv, then the reflection (whose
+        # iree.abi.declaration tells the tensor types the cconv's refs carry).
+        reflection = self.reflection
+        shown = f", reflection = {reflection}" if reflection else ""
+        return f"<vmrt function {self.full_name}({self.cconv}){shown}>"
+
+    def __call__(self, *args: Any) -> Any:
         host = self._host
         if host is not None:
             args = host.convert_arguments(self.arguments, args)
@@ -658,7 +681,7 @@ class Function:
             self.context._vm_errors().__exit__(type(exc), exc, exc.__traceback__)
             raise
 
-    def invoke_async(self, *args) -> "Invocation":
+    def invoke_async(self, *args: Any) -> Invocation:
         """Starts a call that may yield; resume it step by step with Invocation.resume."""
         converted = _convert_arguments(self.arguments, args)
         with self.context._vm_errors():
@@ -677,11 +700,11 @@ class AsyncFunction(Function):
     function.
     """
 
-    def __init__(self, *args):
+    def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._arity = len([c for c in self.arguments if c != "v"])
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> Any:
         host = self._host
         if host is None or "C" in self.arguments or len(args) != self._arity - 2:
             return super().__call__(*args)
@@ -705,7 +728,7 @@ class AsyncFunction(Function):
 class Invocation:
     """A call in progress: each resume() runs the VM stack until its next yield."""
 
-    def __init__(self, context: Context, result):
+    def __init__(self, context: Context, result: Any) -> None:
         self.context = context
         self._generator = result if result.__class__ is types.GeneratorType else None
         self.done = self._generator is None
@@ -714,11 +737,12 @@ class Invocation:
 
     def resume(self) -> bool:
         """Runs until the next yield (False) or completion (True)."""
-        if self.done:
+        generator = self._generator
+        if self.done or generator is None:
             return True
         try:
             with self.context._vm_errors():
-                next(self._generator)
+                next(generator)
         except StopIteration as stop:
             self.done = True
             self.result = stop.value
@@ -726,7 +750,7 @@ class Invocation:
         self.yields += 1
         return False
 
-    def wait(self):
+    def wait(self) -> Any:
         while not self.resume():
             pass
         return self.result

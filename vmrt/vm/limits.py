@@ -29,7 +29,8 @@ import time
 import types
 from dataclasses import dataclass
 
-from vmrt.errors import StatusCode, VMError
+from vmrt.errors import (Cancelled, DeadlineExceeded, DepthExceeded, FuelExhausted,
+                          MemoryLimitExceeded, StatusCode, VMError)
 
 #: The deepest call stack a context may allow. Deeper stacks of generator frames
 #: (yieldable calls) would overflow the C stack, which crashes the process.
@@ -110,18 +111,18 @@ class Limits:
     fuel: instructions (block markers excluded) its calls may execute in all,
         counted per block on entry, the VM code of its VMVX dispatches
         included. When a block cannot be paid for the call fails with
-        RESOURCE_EXHAUSTED before running it; `Context.refuel(n)` lets the
-        context run again.
-    max_depth: VM frames on the call stack (RESOURCE_EXHAUSTED beyond it; at
+        FuelExhausted (RESOURCE_EXHAUSTED) before running it; `Context.refuel(n)`
+        lets the context run again.
+    max_depth: VM frames on the call stack (DepthExceeded beyond it; at
         most MAX_SUPPORTED_DEPTH). None: the instance's max_depth. Straight-line
         functions (one block, no recursion) are not checked: they add a bounded
         number of frames.
     max_memory: bytes held by live vm.buffer / vm.list allocations of the VM
         code, by the HAL objects its hal module calls allocate (buffers, queue
         allocations, recorded commands, executables, workgroup local memory)
-        and by native modules that report theirs (RESOURCE_EXHAUSTED when an
+        and by native modules that report theirs (MemoryLimitExceeded when an
         allocation would exceed it).
-    timeout: seconds each outermost call may run (DEADLINE_EXCEEDED), counted
+    timeout: seconds each outermost call may run (DeadlineExceeded), counted
         from its first check point (at most a fuel slice, ~2 ms of work, after it
         starts); each call has its own, also when several threads call one
         context. See also `Context.set_deadline` for an absolute deadline.
@@ -356,8 +357,8 @@ class Meter:
                     self._watch_cell.cell_contents = True  # the next call trims it: begin_call
                 return
             self._return_fuel(grant)
-            error = VMError(f"out of fuel: the next block needs {cost} instructions, "
-                            f"{grant + fuel + cost} remain", StatusCode.RESOURCE_EXHAUSTED)
+            error = FuelExhausted(f"out of fuel: the next block needs {cost} instructions, "
+                                  f"{grant + fuel + cost} remain")
         cell.cell_contents = fuel + cost  # the block does not run
         _raise(error)
 
@@ -410,12 +411,12 @@ class Meter:
         """CANCELLED when cancelled, DEADLINE_EXCEEDED past the absolute deadline or
         `call_deadline`, else None."""
         if self._cancelled:
-            return VMError("the context was cancelled", StatusCode.CANCELLED)
+            return Cancelled("the context was cancelled")
         deadline = self._deadline
         if call_deadline is not None and (deadline is None or call_deadline < deadline):
             deadline = call_deadline
         if deadline is not None and time.monotonic() >= deadline:
-            return VMError("the deadline passed", StatusCode.DEADLINE_EXCEEDED)
+            return DeadlineExceeded("the deadline passed")
         return None
 
     def _interruption(self, frame) -> VMError | None:
@@ -467,8 +468,7 @@ class Meter:
 
     # -- depth ---------------------------------------------------------------------------------------
     def depth_exceeded(self, depth: int) -> None:
-        raise VMError(f"VM call stack depth {depth} exceeds the limit of {self.max_depth}",
-                      StatusCode.RESOURCE_EXHAUSTED)
+        raise DepthExceeded(f"VM call stack depth {depth} exceeds the limit of {self.max_depth}")
 
     def entry(self, fn, static_cost: int | None):
         """`fn` (a generated function taking its depth last) callable from outside
@@ -486,8 +486,8 @@ class Meter:
             # Bytes only cycles hold are not in use: collect them, then decide.
             if not (self._containers and self._collect()) or not self._try_charge(nbytes):
                 in_use = self.memory_in_use + nbytes
-                raise VMError(f"allocating {nbytes} bytes would hold {in_use} bytes, over the "
-                              f"limit of {self.max_memory}", StatusCode.RESOURCE_EXHAUSTED)
+                raise MemoryLimitExceeded(f"allocating {nbytes} bytes would hold {in_use} "
+                                          f"bytes, over the limit of {self.max_memory}")
 
     def _try_charge(self, nbytes: int) -> bool:
         with self._memory_lock:

@@ -15,6 +15,7 @@ result.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import types
@@ -25,7 +26,7 @@ from vmrt.errors import ModuleFormatError, StatusCode, VMError, VmrtError
 from vmrt.format import read_module
 from vmrt.isa.decoder import decode_function
 from vmrt.vm import cconv as cconv_mod
-from vmrt.vm import codegen, numerics
+from vmrt.vm import code_cache, codegen, numerics
 from vmrt.vm.buffer import (
     VMBuffer, buffer_alloc, buffer_clone, buffer_compare, buffer_copy, metered_buffer_alloc,
     metered_buffer_clone,
@@ -121,7 +122,8 @@ class BytecodeModule(Module):
     """A loaded and verified .vmfb, shared by every context it is registered in.
 
     Each function is decoded and verified once here; it is compiled to Python
-    on its first call and the compiled code is kept for every later context.
+    on its first call and the compiled code is kept for every later context, and
+    on disk for later processes (vmrt.vm.code_cache).
     """
 
     def __init__(self, module_def, source: str = "<memory>"):
@@ -268,9 +270,33 @@ class BytecodeModule(Module):
         key = (ordinal, options, host_entry)
         entry = self._code.get(key)
         if entry is None:
-            entry = self._compile(ordinal, options, host_entry)
-            self._code[key] = entry
+            entry = self._code[key] = self._cached_or_compiled(ordinal, options, host_entry)
         return entry
+
+    def _cached_or_compiled(self, ordinal: int, options: codegen.CodegenOptions,
+                            host_entry: bool):
+        """A function variant from the on-disk cache, or compiled now and stored there."""
+        cache = code_cache.default_cache()
+        if cache is None:
+            return self._compile(ordinal, options, host_entry)
+        key = code_cache.entry_key(self.content_digest, ordinal, options, host_entry)
+        entry = cache.load(key)
+        if entry is None:
+            entry = self._compile(ordinal, options, host_entry)
+            cache.store(key, entry)
+        return entry
+
+    @functools.cached_property
+    def content_digest(self) -> bytes:
+        """A hash of all that the generated code of this module's functions depends on,
+        besides the options: the bytecode and what _compile reads of the rest."""
+        definition = self.definition
+        descriptors = [(d.bytecode_offset, d.bytecode_length, d.requirements)
+                       for d in definition.function_descriptors]
+        signatures = [(f.arguments, f.results) for f in self.verified]
+        return code_cache.content_digest(definition.bytecode_data, repr((
+            self.name, descriptors, signatures, sorted(self._function_names.items()),
+            self._imports, sorted(self.generators))))
 
     def _compile(self, ordinal: int, options: codegen.CodegenOptions, host_entry: bool = False):
         descriptor = self.definition.function_descriptors[ordinal]

@@ -12,15 +12,22 @@ per block and must lie inside the data. Every read is bounds-checked here;
 the type table comes from the `gguf` package when it is installed (it tracks
 ggml's current type numbers), else from a built-in copy of the common types.
 
+Dimensions are stored innermost first (ggml's ne[0] is the row length), the
+reverse of numpy's and safetensors' order: a (3, 4) array has dims (4, 3).
+
 Type numbering: ggml renumbered I8/I16/I32 from 16-18 to 24-26 (16-18 are
 now the IQ2_XXS/IQ2_XS/IQ3_XXS quant types), but IREE 3.13's parser still
 has the old table, which ends at I32 = 18 and has no I64, F64 or BF16.
 Types 0-15 (F32, F16 and the Q* quants) mean the same in both. Writing
-produces version 3 files in either numbering (`types="iree"`, the default,
-or `"ggml"`): entries keep their ggml type and dims when they carry them,
-map safetensors dtypes to ggml types, and are stored as I8 vectors
-otherwise, including every type IREE's table lacks when writing for IREE.
-A file written for IREE that uses 16-18 carries the metadata key
+produces version 3 files in either numbering (`types="ggml"`, the default
+and the spec's, which the gguf package and llama.cpp read, or `"iree"`,
+which IREE 3.13's tools read): entries keep their ggml type and dims when
+they carry them, else take the ggml type of the dtype and shape they
+declare (their safetensors info, or the numpy array they wrap), and are
+stored as I8 vectors otherwise, including every type IREE's table lacks
+when writing for IREE. The two numberings cannot meet in one file: a
+tensor of type 16-18 is an integer tensor to IREE 3.13 and an IQ quant to
+everyone else. A file written for IREE that uses 16-18 carries the metadata key
 `vmrt.ggml_type_numbering = "iree"`, which tells our reader that 16-18 are
 I8/I16/I32. Without that key the reader takes ggml's meaning (IQ quants),
 except where the IQ reading is impossible (a partial 256-element block):
@@ -37,12 +44,17 @@ import struct
 
 from vmrt.errors import ArchiveError, StatusCode
 from vmrt.io.file import FileHandle
+from vmrt.io.formats.safetensors import declared_layouts, is_shape
 from vmrt.io.index import ParameterIndex, ParameterIndexEntry, key_bytes
 
 MAGIC = 0x46554747  # "GGUF"
 MIN_VERSION = 2
 MAX_VERSION = 3
 DEFAULT_ALIGNMENT = 32
+# The spec asks general.alignment to be a multiple of 8; ggml and the gguf package
+# also refuse any that is not a power of two. It is stored as a u32.
+MIN_WRITE_ALIGNMENT = 8
+MAX_WRITE_ALIGNMENT = 1 << 31
 MAX_ARRAY_NESTING = 8
 
 # ggml type -> (name, elements per block, bytes per block).
@@ -80,10 +92,12 @@ _IREE_TO_GGML = {16: 24, 17: 25, 18: 26}
 _GGML_TO_IREE = {ggml: iree for iree, ggml in _IREE_TO_GGML.items()}
 TYPE_NUMBERING_KEY = "vmrt.ggml_type_numbering"
 TYPE_NUMBERINGS = ("iree", "ggml")
-# vmrt writes parameter files to run IREE modules, so by default they must load in IREE's
-# own tools (iree-run-module --parameters=x.gguf); this only changes files holding
-# integer/raw-byte (or BF16/F64/I64) tensors. Pass "ggml" for llama.cpp and the gguf package.
-DEFAULT_TYPE_NUMBERING = "iree"
+# By default a .gguf file is what the GGUF spec says it is, so that the gguf package,
+# llama.cpp and every other GGUF reader load it as written. "iree" is for IREE 3.13's
+# own tools (iree-run-module --parameters=x.gguf), whose table predates ggml's
+# renumbering; the two differ only for files holding integer/raw-byte (or BF16, F64,
+# I64) tensors.
+DEFAULT_TYPE_NUMBERING = "ggml"
 
 # Metadata value types.
 VALUE_UINT8, VALUE_INT8, VALUE_UINT16, VALUE_INT16 = 0, 1, 2, 3
@@ -269,21 +283,34 @@ def _ggml_type_of(stored_type: int, dims, iree_numbered: bool) -> int:
 # -- conversions ------------------------------------------------------------------------------
 def ggml_to_safetensors(info) -> tuple[str | None, list[int] | None]:
     """safetensors dtype and row-major shape for a GGUF tensor (None if quantized)."""
-    dtype = _GGML_TO_SAFETENSORS.get(GGML_TYPES.get(info.get("ggml_type"), ("",))[0])
-    if dtype is None:
+    ggml_type = info.get("ggml_type")
+    traits = GGML_TYPES.get(ggml_type) if isinstance(ggml_type, int) else None
+    dtype = _GGML_TO_SAFETENSORS.get(traits[0]) if traits else None
+    dims = info.get("ggml_dims", ())
+    if dtype is None or not is_shape(dims):
         return None, None
-    return dtype, list(reversed(info.get("ggml_dims", ())))
+    return dtype, list(reversed(dims))
+
+
+def _declared_ggml_layouts(entry):
+    """(ggml type, dims) pairs an entry declares: its own GGUF ones, then the ggml
+    type of each safetensors dtype and shape it declares, with the dims reversed
+    (GGUF stores them innermost first)."""
+    info = entry.info
+    if info.get("ggml_type") is not None:
+        yield info["ggml_type"], info.get("ggml_dims")
+    for dtype, shape in declared_layouts(entry):
+        if dtype in _SAFETENSORS_TO_GGML:
+            yield GGML_TYPE_BY_NAME[_SAFETENSORS_TO_GGML[dtype]], tuple(reversed(shape))
 
 
 def tensor_layout(entry) -> tuple[int, tuple[int, ...]]:
-    """The ggml type and dims to record for an entry: its own when they fit its size."""
-    info = entry.info
-    ggml_type, dims = info.get("ggml_type"), info.get("ggml_dims")
-    if ggml_type is None and info.get("dtype") in _SAFETENSORS_TO_GGML:
-        ggml_type = GGML_TYPE_BY_NAME[_SAFETENSORS_TO_GGML[info["dtype"]]]
-        shape = info.get("shape")
-        dims = tuple(reversed(shape)) if shape is not None else None
-    if ggml_type in GGML_TYPES and dims is not None:
+    """The ggml type and dims to record for an entry: the first it declares that fits
+    its size, else its bytes as an I8 vector."""
+    for ggml_type, dims in _declared_ggml_layouts(entry):
+        if not isinstance(ggml_type, int) or ggml_type not in GGML_TYPES \
+                or not is_shape(dims):
+            continue
         try:
             if tensor_size(entry.key, dims, ggml_type) == entry.length:
                 return ggml_type, tuple(dims)
@@ -305,17 +332,26 @@ def _iree_layout(entry, ggml_type: int, dims) -> tuple[int, tuple[int, ...]]:
     return _GGML_TO_IREE[GGML_TYPE_BY_NAME["I8"]], (entry.length,)
 
 
+def _check_alignment(alignment) -> None:
+    valid = (isinstance(alignment, int) and not isinstance(alignment, bool)
+             and MIN_WRITE_ALIGNMENT <= alignment <= MAX_WRITE_ALIGNMENT
+             and alignment & (alignment - 1) == 0)
+    if not valid:
+        raise ArchiveError(f"GGUF alignment {alignment!r} must be a power of two from "
+                           f"{MIN_WRITE_ALIGNMENT} to {MAX_WRITE_ALIGNMENT}",
+                           StatusCode.INVALID_ARGUMENT)
+
+
 def write_gguf(index, path, *, alignment: int = DEFAULT_ALIGNMENT,
                types: str = DEFAULT_TYPE_NUMBERING, cache=None) -> ParameterIndex:
     """Writes `index` as a version 3 GGUF file; returns an index over the new file.
 
-    `types` picks the tensor type numbers: "iree" (what IREE 3.13 reads) or "ggml".
+    `types` picks the tensor type numbers: "ggml" (the spec's) or "iree" (what
+    IREE 3.13 reads); `alignment` is a power of two, at least 8.
     """
     from vmrt.io.formats.common import ArchiveWriter
 
-    if alignment < 1:
-        raise ArchiveError(f"GGUF alignment {alignment} must be positive",
-                           StatusCode.INVALID_ARGUMENT)
+    _check_alignment(alignment)
     if types not in TYPE_NUMBERINGS:
         raise ArchiveError(f"GGUF type numbering '{types}' is not one of "
                            f"{', '.join(TYPE_NUMBERINGS)}", StatusCode.INVALID_ARGUMENT)

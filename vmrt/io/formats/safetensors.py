@@ -9,7 +9,9 @@ Reading follows IREE's parser (safetensors_parser.c): entries in header
 order, each spanning its data_offsets, bounds-checked against the data
 buffer; dtype and shape go to `entry.info`. Writing lays tensors out
 back to back in index order (the format allows no holes), pads the header
-with spaces to 8 bytes, and materializes splats.
+with spaces to 8 bytes, and materializes splats. Each tensor is recorded
+with the dtype and shape its entry declares (its info, else the numpy array
+it wraps) when they account for its bytes, else as a U8 vector.
 """
 
 from __future__ import annotations
@@ -108,15 +110,75 @@ def parse_safetensors(handle: FileHandle, index: ParameterIndex,
     return metadata
 
 
-def tensor_layout(entry) -> tuple[str, list[int]]:
-    """The dtype and shape to record for an entry: its own when they fit its size."""
+#: numpy dtype kind -> safetensors dtype prefix; the bit count follows (F32, I8, U64, C64).
+_NUMPY_KIND_PREFIXES = {"f": "F", "i": "I", "u": "U", "c": "C"}
+
+#: Dimensions are stored as u64 in GGUF and as JSON numbers read into 64-bit integers
+#: by safetensors readers; a larger one could not be written back.
+_MAX_DIMENSION = (1 << 63) - 1
+
+
+def is_shape(dims) -> bool:
+    """True for a sequence of dimensions every archive format can store."""
+    return isinstance(dims, (tuple, list)) and all(
+        _is_uint(d) and d <= _MAX_DIMENSION for d in dims)
+
+
+def safetensors_dtype(dtype) -> str | None:
+    """The safetensors dtype of a numpy dtype, or None when safetensors has none.
+
+    safetensors data is little-endian: big-endian arrays have no dtype here (their
+    bytes are written as they are, as U8)."""
+    if dtype.str.startswith(">"):
+        return None
+    if dtype.kind == "b":
+        return "BOOL"
+    prefix = _NUMPY_KIND_PREFIXES.get(dtype.kind)
+    name = f"{prefix}{dtype.itemsize * 8}" if prefix else None
+    return name if name in DTYPE_SIZES else None
+
+
+def host_array_layout(entry) -> tuple[str, tuple[int, ...]] | None:
+    """The safetensors dtype and shape of the numpy array an entry wraps whole.
+
+    `index.add_buffer(key, array)` keeps only the array's bytes in the entry; the
+    array itself is still the exporter of the wrapped buffer, so its dtype and shape
+    need not be lost when the entry is written to a typed format."""
+    handle = entry.file
+    if handle is None or handle.kind != "host_allocation":
+        return None  # a file on disk: its entries' types come from the format
+    import numpy as np
+    array = handle.contents().obj
+    if not isinstance(array, np.ndarray):
+        return None  # bytes, bytearray, mmap, ...: raw bytes
+    if entry.offset != 0 or not entry.length == handle.size == array.nbytes:
+        return None  # a part of the array (add_file over a wrapped handle)
+    dtype = safetensors_dtype(array.dtype)
+    return (dtype, tuple(array.shape)) if dtype else None
+
+
+def declared_layouts(entry):
+    """(safetensors dtype, shape) pairs an entry declares, most explicit first: its
+    info (parsed from a safetensors file, or given to add_buffer), then the array it
+    wraps. Callers check them against the entry's length."""
     info = entry.info
-    dtype, shape = info.get("dtype"), info.get("shape")
-    if dtype is None and "ggml_type" in info:
+    if isinstance(info.get("dtype"), str) and is_shape(info.get("shape")):
+        yield info["dtype"], tuple(info["shape"])
+    wrapped = host_array_layout(entry)
+    if wrapped is not None:
+        yield wrapped
+
+
+def tensor_layout(entry) -> tuple[str, list[int]]:
+    """The dtype and shape to record for an entry: its own when they fit its size,
+    else its bytes as a U8 vector."""
+    layouts = list(declared_layouts(entry))
+    if "ggml_type" in entry.info:
         from vmrt.io.formats.gguf import ggml_to_safetensors
-        dtype, shape = ggml_to_safetensors(info)
-    if dtype in DTYPE_SIZES and shape is not None:
-        if math.prod(shape) * DTYPE_SIZES[dtype] == entry.length:
+        layouts.append(ggml_to_safetensors(entry.info))
+    for dtype, shape in layouts:
+        if dtype in DTYPE_SIZES and is_shape(shape) and \
+                math.prod(shape) * DTYPE_SIZES[dtype] == entry.length:
             return dtype, list(shape)
     return "U8", [entry.length]
 

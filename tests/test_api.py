@@ -1,0 +1,155 @@
+"""The public API at first contact: `vmrt.load` of an iree-compile'd model supplies the
+hal module (and io_parameters over `parameters=`) as iree.runtime does, numpy arrays
+go in and come out, the names the README uses are at the top level, and a function's
+repr shows its reflection signature as iree.runtime's does."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vmrt
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+INPUT = np.array([[1, 0.5, -0.5, 2]], np.float32)
+
+
+def reference_predict(vmfb: Path) -> tuple[np.ndarray, str]:
+    """(predict(INPUT), repr(predict)) through iree.runtime."""
+    rt = pytest.importorskip("iree.runtime")
+    module = rt.load_vm_flatbuffer_file(str(vmfb), driver="local-sync")
+    return module.predict(INPUT).to_host(), repr(module.predict)
+
+
+# -- item 1: hal (and io_parameters) supplied --------------------------------------------------
+@pytest.mark.parametrize("name", ["mlp.vmfb", "mlp_cpu.vmfb"])
+@pytest.mark.parametrize("device", ["local-sync", "local-task"])
+def test_load_supplies_the_hal_module_and_numpy_goes_in_and_out(name, device):
+    expected, _ = reference_predict(EXAMPLES / name)
+    with vmrt.load(EXAMPLES / name, device=device) as m:
+        result = m.predict(INPUT)
+        assert isinstance(result, np.ndarray) and result.dtype == np.float32
+        np.testing.assert_array_equal(result, expected)
+        assert m.context.module("hal").module.devices[0].identifier == device
+
+
+def test_a_hal_module_the_caller_passes_is_the_one_used():
+    hal = vmrt.HalModule()
+    with vmrt.load(EXAMPLES / "mlp.vmfb", modules=[hal]) as m:
+        assert m.context.module("hal").module is hal
+        assert m.predict(INPUT).shape == (1, 3)
+
+
+def test_devices_load_creates_are_closed_with_it_and_given_ones_are_not(monkeypatch):
+    from vmrt.hal.device import TaskDevice, create_device
+    closed = []
+    monkeypatch.setattr(TaskDevice, "close", lambda self: closed.append(self))
+    with vmrt.load(EXAMPLES / "mlp.vmfb", device="local-task") as m:
+        made = m.context.module("hal").module.devices[0]
+    assert closed == [made]
+    given = create_device("local-task")
+    with vmrt.load(EXAMPLES / "mlp.vmfb", device=given) as m:
+        assert m.context.module("hal").module.devices == [given]
+    assert closed == [made]
+
+
+def test_an_unknown_device_is_not_found():
+    with pytest.raises(vmrt.VmrtError) as info:
+        vmrt.load(EXAMPLES / "mlp.vmfb", device="cuda")
+    assert info.value.code == vmrt.StatusCode.NOT_FOUND
+
+
+PARAMETER_MLIR = """
+util.global private @w = #flow.parameter.named<"model"::"w"> : tensor<4xf32>
+func.func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %w = util.global.load @w : tensor<4xf32>
+  %r = arith.mulf %x, %w : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def parameter_model(tmp_path_factory):
+    """(a .vmfb reading scope `model` key `w`, an .irpa holding it, w)."""
+    if shutil.which("iree-compile") is None:
+        pytest.skip("needs iree-compile")
+    from vmrt.io import ParameterIndex
+    folder = tmp_path_factory.mktemp("parameters")
+    (folder / "scale.mlir").write_text(PARAMETER_MLIR)
+    subprocess.run(["iree-compile", "--iree-hal-target-device=local",
+                    "--iree-hal-local-target-device-backends=vmvx", str(folder / "scale.mlir"),
+                    "-o", str(folder / "scale.vmfb")], check=True, capture_output=True)
+    weights = np.array([2, 3, 4, 5], np.float32)
+    index = ParameterIndex()
+    index.add_buffer("w", weights.tobytes())
+    index.save(folder / "w.irpa")
+    return folder / "scale.vmfb", folder / "w.irpa", weights
+
+
+def test_parameters_feed_a_supplied_io_parameters_module(parameter_model):
+    from vmrt.io import IndexProvider, ParameterIndex, ParameterScopes
+    vmfb, irpa, weights = parameter_model
+    x = np.ones(4, np.float32)
+    scopes = ParameterScopes()
+    scopes.add_file(irpa, "model")
+    for parameters in ({"model": irpa}, {"model": [str(irpa)]}, scopes,
+                       IndexProvider("model", ParameterIndex.load(irpa))):
+        with vmrt.load(vmfb, parameters=parameters) as m:
+            np.testing.assert_array_equal(m.scale(x), weights)
+            assert isinstance(m.context.module("io_parameters").module, vmrt.IoParametersModule)
+
+
+def test_missing_parameter_archives_fail_at_load(parameter_model, tmp_path):
+    vmfb, _, _ = parameter_model
+    with pytest.raises(FileNotFoundError) as info:
+        vmrt.load(vmfb, parameters={"model": tmp_path / "missing.irpa"})
+    assert info.value.code == vmrt.StatusCode.NOT_FOUND
+    assert "scope 'model'" in str(info.value)
+
+
+# -- item 2: top-level names --------------------------------------------------------------------
+def test_readme_names_are_at_the_top_level():
+    from vmrt.modules.hal import HalModule
+    from vmrt.modules.io_parameters import IoParametersModule
+    from vmrt.vm.limits import Limits
+    assert vmrt.Limits is Limits and vmrt.HalModule is HalModule
+    assert vmrt.IoParametersModule is IoParametersModule
+    assert vmrt.io.IndexProvider is not None
+    for name in vmrt.__all__:
+        assert getattr(vmrt, name) is not None, name
+    assert set(vmrt.__all__) <= set(dir(vmrt))
+
+
+def test_importing_vmrt_loads_neither_the_hal_nor_the_io_package():
+    code = ("import sys, vmrt; vmrt.Limits; vmrt.load; "
+            "assert not [m for m in sys.modules if m.startswith(('vmrt.hal', 'vmrt.io', "
+            "'vmrt.modules', 'numpy'))], sorted(sys.modules)")
+    import sys
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- item 3: a function's repr shows its reflection --------------------------------------------
+def test_function_repr_shows_the_reflection_declaration():
+    _, reference = reference_predict(EXAMPLES / "mlp.vmfb")
+    declaration = ("sync func @predict(%input0: tensor<1x4xf32>) -> "
+                   "(%output0: tensor<1x3xf32>)")
+    assert declaration in reference
+    with vmrt.load(EXAMPLES / "mlp.vmfb") as m:
+        assert m.predict.reflection == {"iree.abi.declaration": declaration}
+        assert repr(m.predict) == ("<vmrt function module.predict(0r_r), reflection = "
+                                   f"{{'iree.abi.declaration': '{declaration}'}}>")
+        # iree.runtime's form after its type name: `predict(0r_r), reflection = {...}>`
+        assert repr(m.predict).endswith(" module." + reference.split(" ", 1)[1])
+
+
+def test_function_repr_without_reflection_shows_the_cconv():
+    text = ("vm.module @plain version 1\nvm.type i32\nvm.export @neg\n"
+            "vm.func @neg(%i0: i32) -> (i32) {\n^bb0:\n  vm.return %i0\n}\n")
+    with vmrt.load(text) as m:
+        assert m.neg.reflection == {}
+        assert repr(m.neg) == "<vmrt function plain.neg(0i_i)>"

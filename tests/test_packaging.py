@@ -1,0 +1,174 @@
+"""Packaging: the sdist and wheel that `python -m build` makes, installed and run
+the way a user would, and `pip install` on a machine without a C compiler.
+
+The test venvs are made with --without-pip plus a .pth file naming the host's
+site-packages, not with --system-site-packages: that would also run the host's
+.pth files, and the host's editable vmrt install (`make install`) hooks the import
+system there, so `vmrt._cnative` would be found in the work tree even when the
+installed package has none (vmrt.__file__ alone does not show it). A plain path in
+a .pth adds the host's numpy/cffi/construct without running anything, so nothing
+is downloaded for them. pip is the host's, pointed at the venv with --python.
+
+The build runs without isolation when the host has the build requirements
+(`[build-system] requires`); otherwise it falls back to an isolated build, which
+fetches them through pip's index.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("build", reason="needs the `build` package (the test extras)")
+
+REPO = Path(__file__).resolve().parent.parent
+MLP = REPO / "examples" / "mlp.vmfb"          # VMVX: runs without the C extension
+MLP_CPU = REPO / "examples" / "mlp_cpu.vmfb"  # llvm-cpu: needs it
+RUN_ARGS = ["run", "--function=predict", "--input=1x4xf32=1 0.5 -0.5 2"]
+EXPECTED = "EXEC @predict\nresult[0]: hal.buffer_view\n1x3xf32=[0.170226 0.071629 0.758145]\n"
+WARNING = "vmrt: building the C extension failed ("
+# One platform wheel for every CPython >= 3.10 (the extension uses the stable ABI).
+WHEEL_TAG = "cp310-abi3-" + sysconfig.get_platform().replace("-", "_").replace(".", "_")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("VMRT_NO_NATIVE", None)  # the installed package decides, not this run
+    env.pop("PYTHONPATH", None)      # nothing from the work tree
+    env.update(extra)
+    return env
+
+
+def _run(args, *, cwd, timeout, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in args], cwd=cwd, env=env or _env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, (
+        f"{' '.join(result.args)} exited {result.returncode}\n"
+        f"--- stdout\n{result.stdout[-4000:]}\n--- stderr\n{result.stderr[-4000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    """(sdist, wheel, isolated) from one `python -m build` of the work tree: the
+    sdist, then the wheel built from the sdist (so the sdist is proven complete)."""
+    out = tmp_path_factory.mktemp("dist")
+    command = [sys.executable, "-m", "build", "--outdir", out, REPO]
+    # VMRT_REQUIRE_NATIVE: a compiler problem here fails the build, not the asserts.
+    env = _env(VMRT_REQUIRE_NATIVE="1")
+    result = _run([*command, "--no-isolation"], cwd=out, timeout=300, env=env)
+    output = result.stdout + result.stderr  # build 1.x says "Unmet"; older, "Missing"
+    isolated = result.returncode != 0 and ("Unmet dependencies" in output
+                                           or "Missing dependencies" in output)
+    if isolated:  # the host lacks [build-system] requires: let build fetch them
+        result = _run(command, cwd=out, timeout=300, env=env)
+    _check(result)
+    (sdist,) = out.glob("*.tar.gz")
+    (wheel,) = out.glob("*.whl")
+    return sdist, wheel, isolated
+
+
+def _venv(path: Path) -> Path:
+    """A venv whose vmrt can only be what is installed into it (see the docstring)."""
+    _check(_run([sys.executable, "-m", "venv", "--without-pip", path], cwd=path.parent,
+                timeout=60))
+    python = path / "bin" / "python"
+    purelib = _check(_run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          cwd=path, timeout=30)).stdout.strip()
+    # This process's site dirs (also a venv's system ones); not the work tree that
+    # conftest.py or an old-style editable install puts on sys.path.
+    host = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+    Path(purelib, "_host_site.pth").write_text("".join(f"{p}\n" for p in host))
+    return python
+
+
+def _pip_install(python: Path, *args, cwd, env=None) -> subprocess.CompletedProcess:
+    return _check(_run([sys.executable, "-m", "pip", "--python", python, "install",
+                        "--no-deps", *args], cwd=cwd, timeout=300, env=env))
+
+
+def _where(python: Path, cwd: Path) -> tuple[str, str, str]:
+    """(vmrt.__file__, vmrt._cnative.__file__ or '', why C is unavailable or '')."""
+    code = ("import vmrt, vmrt.memory\n"
+            "try:\n    import vmrt._cnative as c; native = c.__file__\n"
+            "except ImportError:\n    native = ''\n"
+            "print(vmrt.__file__); print(native); print(vmrt.memory.c_extension()[2] or '')")
+    lines = _check(_run([python, "-c", code], cwd=cwd, timeout=60)).stdout.splitlines()
+    return lines[0], lines[1], lines[2]
+
+
+def test_sdist_has_sources_and_no_build_junk(dist):
+    sdist, _, _ = dist
+    with tarfile.open(sdist) as archive:
+        names = [name.split("/", 1)[1] for name in archive.getnames() if "/" in name]
+    for needed in ["pyproject.toml", "setup.py", "README.md", "PKG-INFO",
+                   "csrc/build_native.py", "csrc/vmrt_memory.c", "csrc/vmrt_memory.h",
+                   "csrc/vmrt_elf.h", "vmrt/native/include/vmrt_native.h",
+                   "vmrt/__init__.py", "examples/mlp.vmfb", "examples/mlp_cpu.vmfb"]:
+        assert needed in names, f"{needed} missing from {sdist.name}"
+    junk = [name for name in names
+            if name.endswith((".so", ".o", ".pyc")) or "__pycache__" in name
+            or name.split("/")[0] in ("build", "dist", "tests", ".git")
+            # setuptools' own metadata (like PKG-INFO) is vmrt.egg-info/ at the top
+            or (".egg-info" in name and name.split("/")[0] != "vmrt.egg-info")]
+    assert not junk, f"build junk in {sdist.name}: {junk}"
+
+
+def test_wheel_installs_and_runs(dist, tmp_path):
+    _, wheel, _ = dist
+    assert wheel.name.endswith(f"-{WHEEL_TAG}.whl"), wheel.name
+    python = _venv(tmp_path / "venv")
+    # --force-reinstall: pip sees the host's vmrt of the same version through the .pth
+    # and would otherwise keep it (it cannot uninstall it: outside the venv).
+    _pip_install(python, "--force-reinstall", wheel, cwd=tmp_path)
+    venv = str(tmp_path / "venv")
+    module, native, unavailable = _where(python, tmp_path)
+    assert module.startswith(venv), module
+    assert native.startswith(venv) and native.endswith("_cnative.abi3.so"), native
+    assert unavailable == ""
+    vmrt = tmp_path / "venv" / "bin" / "vmrt"  # the wheel's console script
+    for module_file in (MLP, MLP_CPU):  # VMVX, and native llvm-cpu through the C code
+        result = _check(_run([vmrt, *RUN_ARGS, f"--module={module_file}"], cwd=tmp_path,
+                             timeout=120))
+        assert result.stdout == EXPECTED
+
+
+def test_install_without_compiler_is_pure_python(dist, tmp_path):
+    sdist, _, isolated = dist
+    with tarfile.open(sdist) as archive:  # the source tree, as shipped
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4 / 3.10.12
+            archive.extractall(tmp_path, filter="data")
+        else:
+            archive.extractall(tmp_path)
+    source = tmp_path / sdist.name.removesuffix(".tar.gz")
+    python = _venv(tmp_path / "venv")
+    # pip -v shows the build's output, where the warning is (plain pip hides it).
+    # --no-cache-dir: pip would keep this C-less wheel (the path has a hyphen).
+    flags = ["-v", "--no-cache-dir"] + ([] if isolated else ["--no-build-isolation"])
+    result = _pip_install(python, *flags, source, cwd=tmp_path, env=_env(CC="/nonexistent"))
+    output = result.stdout + result.stderr
+    warnings = [line.strip() for line in output.splitlines() if WARNING in line]
+    assert warnings and "/nonexistent" in warnings[0] and warnings[0].endswith(
+        "installing the pure-Python package: native llvm-cpu executables and C native "
+        "modules are unavailable (to get them, install a C compiler and reinstall vmrt "
+        "with pip --no-cache-dir)"), output[-4000:]
+
+    module, native, unavailable = _where(python, tmp_path)
+    assert module.startswith(str(tmp_path / "venv")) and native == "", (module, native)
+    assert "installed without it (no C compiler at install time)" in unavailable, unavailable
+    vmrt = tmp_path / "venv" / "bin" / "vmrt"
+    result = _check(_run([vmrt, *RUN_ARGS, f"--module={MLP}"], cwd=tmp_path, timeout=120))
+    assert result.stdout == EXPECTED
+    # A module that needs the C code fails with one line that says so.
+    result = _run([vmrt, *RUN_ARGS, f"--module={MLP_CPU}"], cwd=tmp_path, timeout=120)
+    assert result.returncode != 0
+    assert "C extension is not available" in result.stderr, result.stderr

@@ -1,0 +1,363 @@
+"""An on-disk cache of the code generated for bytecode functions, like __pycache__.
+
+Creating the first context of a compiled model is dominated by generating Python
+source for its functions (vmrt.vm.codegen) and compiling it, and every new process
+would pay that again. BytecodeModule.compiled (vmrt.vm.module) asks this cache
+first: an entry holds one function variant's code object, its line -> bytecode
+offset map and its source, marshalled, in a file of its own.
+
+The key of an entry is a hash of everything the generated code depends on:
+
+- the module's content digest (BytecodeModule.content_digest: its bytecode and
+  the descriptors, signatures, imports and names the generator reads);
+- the function ordinal, the CodegenOptions and the host-entry flag;
+- the runtime: a hash of the sources of vmrt.vm and vmrt.isa (the generator and
+  everything it reads; stronger than the version string, which an editable install
+  keeps while the code changes) and vmrt.__version__ when there is one;
+- Python: importlib.util.MAGIC_NUMBER, the implementation's cache tag and the
+  optimization level (-O drops asserts at compile time);
+- the format of the files (FORMAT_VERSION).
+
+So an entry written by another vmrt, Python or format is never found. A file is
+named by its key hash and records the key hash again, its payload's length and
+hash; it is written to a temporary file in the same directory and renamed over
+(os.replace), so concurrent processes see a whole file or none, and a reader
+that finds a short, corrupt or foreign file generates the code again (and
+overwrites the file); reading never fails.
+
+Environment:
+
+- VMRT_CACHE=0 (or off, false, no): no cache, nothing read or written;
+- VMRT_CACHE_DIR: the cache directory (default $XDG_CACHE_HOME/vmrt, else
+  ~/.cache/vmrt);
+- VMRT_CACHE_MAX_BYTES: the bound on the total size of the files (default 256
+  MiB); a write that takes the total over it deletes the least recently used
+  files (oldest mtime; a hit refreshes its file's mtime) down to 90% of it.
+
+A directory that cannot be created or is not a directory leaves vmrt running
+without the cache; one that cannot be written is still read. Neither is an error.
+
+Security: an entry is code that this process runs; its hash only detects
+accidents (a torn or truncated file), not an attacker. So the cache must be
+writable by its user alone: the directory is created with mode 0o700 and files
+with 0o600, and a directory or file owned by another user, or writable by its
+group or by others, is never read (the cache is off for such a directory).
+Whoever can write the cache directory can run code as its user, as with
+__pycache__ or the user's site-packages. On systems without POSIX user ids
+(Windows) the ownership checks are skipped.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import stat
+import struct
+import sys
+import time
+import types
+from importlib.util import MAGIC_NUMBER
+
+try:  # hashlib's import loads OpenSSL (~3 ms of start-up); its blake2b is this one
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without the _blake2 module
+    from hashlib import blake2b
+
+#: The layout of cache files; part of every key.
+FORMAT_VERSION = 1
+FILE_MAGIC = b"VMRTCODE"
+#: File header: magic, key digest, payload length, payload digest.
+HEADER = struct.Struct("<8s32sQ32s")
+SUFFIX = ".vmc"
+TEMP_SUFFIX = ".tmp"
+DEFAULT_MAX_BYTES = 256 << 20
+#: Eviction goes down to this fraction of the bound, so that it does not run again
+#: at the next write.
+EVICT_TO = 0.9
+#: A temporary file this old (seconds) was left by a writer that died.
+STALE_TEMP_SECONDS = 3600
+#: Packages whose sources shape generated code (hashed into every key).
+RUNTIME_PACKAGES = ("vmrt.vm", "vmrt.isa")
+
+_DISABLED = ("0", "off", "false", "no")
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_BINARY = getattr(os, "O_BINARY", 0)
+
+
+class CacheStats:
+    """What the caches of this process did (for tests and benchmarks)."""
+
+    def __init__(self):
+        self.hits = 0
+        self.misses = 0
+        self.stores = 0
+        self.rejected = 0  # files found but not trusted: corrupt, foreign, unsafe
+
+    def __repr__(self) -> str:
+        return (f"CacheStats(hits={self.hits}, misses={self.misses}, stores={self.stores}, "
+                f"rejected={self.rejected})")
+
+
+STATS = CacheStats()
+_CACHES: dict[tuple[str, int], "CodeCache"] = {}
+_runtime_fingerprint: bytes | None = None
+
+
+def default_cache() -> "CodeCache | None":
+    """The cache the environment asks for, or None when it is off or unusable."""
+    if os.environ.get("VMRT_CACHE", "1").strip().lower() in _DISABLED:
+        return None
+    path = cache_directory()
+    if path is None or runtime_fingerprint() is None:
+        return None
+    key = (path, max_bytes())
+    cache = _CACHES.get(key)
+    if cache is None:
+        cache = _CACHES[key] = CodeCache(*key)
+    return cache if cache.usable else None
+
+
+def cache_directory() -> str | None:
+    """VMRT_CACHE_DIR, else $XDG_CACHE_HOME/vmrt, else ~/.cache/vmrt (None: no home)."""
+    path = os.environ.get("VMRT_CACHE_DIR")
+    if path:
+        return os.path.abspath(os.path.expanduser(path))
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base or not os.path.isabs(base):  # the XDG spec: a relative path is ignored
+        home = os.path.expanduser("~")
+        if home == "~" or not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, "vmrt")
+
+
+def max_bytes() -> int:
+    """VMRT_CACHE_MAX_BYTES, or the default when it is unset or not a number."""
+    try:
+        return max(0, int(os.environ.get("VMRT_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)))
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+def content_digest(bytecode, description: str) -> bytes:
+    """The digest of a module's content as the code generator sees it: its bytecode
+    and a description (repr) of the rest it reads."""
+    digest = blake2b(digest_size=32)
+    digest.update(bytecode if not isinstance(bytecode, list) else bytes(bytecode))
+    digest.update(description.encode("utf-8", "surrogatepass"))
+    return digest.digest()
+
+
+def entry_key(content: bytes, ordinal: int, options, host_entry: bool) -> bytes:
+    """The key of one function variant: see the module docstring."""
+    parts = (FORMAT_VERSION, runtime_fingerprint(), MAGIC_NUMBER,
+             sys.implementation.cache_tag, sys.flags.optimize, content, ordinal,
+             repr(options), host_entry)
+    return blake2b(repr(parts).encode(), digest_size=32).digest()
+
+
+def runtime_fingerprint() -> bytes | None:
+    """A hash of the vmrt sources that shape generated code, computed once per process;
+    None when there are no source files to hash (a zip import...): then no entry can
+    be told to be this runtime's, and the cache is off."""
+    global _runtime_fingerprint
+    if _runtime_fingerprint is None:
+        import importlib
+
+        import vmrt
+
+        digest = blake2b(repr(getattr(vmrt, "__version__", None)).encode(), digest_size=32)
+        found = 0
+        for package in RUNTIME_PACKAGES:
+            directory = os.path.dirname(importlib.import_module(package).__file__ or "")
+            found += _hash_sources(digest, directory)
+        _runtime_fingerprint = digest.digest() if found else b""
+    return _runtime_fingerprint or None
+
+
+def _hash_sources(digest, directory: str) -> int:
+    """Adds the .py (or, sourceless, .pyc) files of a directory; returns how many."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith((".py", ".pyc")))
+        for name in names:
+            with open(os.path.join(directory, name), "rb") as file:
+                data = file.read()
+            digest.update(f"{name}\0{len(data)}\0".encode())
+            digest.update(data)
+    except OSError:
+        return 0
+    return len(names)
+
+
+def _private(st: os.stat_result) -> bool:
+    """Whether a directory or file is the user's alone (see the module docstring)."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:  # no POSIX ownership to check
+        return True
+    return st.st_uid == getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+class CodeCache:
+    """One cache directory: entries by key, bounded to `max_bytes` in total."""
+
+    def __init__(self, path: str, max_bytes: int):
+        self.path = path
+        self.max_bytes = max_bytes
+        self.usable = self._open_directory()
+        self.writable = self.usable
+        self._total_bytes: int | None = None  # of the files, known after a scan
+
+    def _open_directory(self) -> bool:
+        try:
+            os.makedirs(self.path, mode=0o700, exist_ok=True)
+            st = os.stat(self.path)
+        except (OSError, ValueError):  # unwritable parent, a file in the way, a NUL...
+            return False
+        return stat.S_ISDIR(st.st_mode) and _private(st)
+
+    def entry_path(self, key: bytes) -> str:
+        return os.path.join(self.path, key.hex() + SUFFIX)
+
+    # -- reading ---------------------------------------------------------------------
+    def load(self, key: bytes):
+        """The entry stored under `key` (code, line_pcs, source), or None."""
+        path = self.entry_path(key)
+        data = self._read_private(path)
+        entry = decode_entry(data, key) if data is not None else None
+        if entry is None:
+            STATS.misses += 1
+            if data is not None:
+                STATS.rejected += 1
+            return None
+        STATS.hits += 1
+        try:
+            os.utime(path)  # recently used: evicted last
+        except OSError:
+            pass
+        return entry
+
+    def _read_private(self, path: str) -> bytes | None:
+        """The bytes of a regular file of the user's own, else None."""
+        try:
+            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY)
+        except (OSError, ValueError):
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or not _private(st) \
+                    or st.st_size > max(self.max_bytes, HEADER.size):
+                STATS.rejected += 1
+                return None
+            chunks, remaining = [], st.st_size
+            while remaining > 0:
+                chunk = os.read(fd, remaining)
+                if not chunk:  # truncated while read: decode_entry rejects it
+                    break
+                chunks.append(chunk)
+                remaining -= len(chunk)
+            return b"".join(chunks)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    # -- writing ---------------------------------------------------------------------
+    def store(self, key: bytes, entry) -> None:
+        """Writes an entry (atomically replacing any file of that key); gives up
+        quietly, for the rest of the process, when the directory cannot be written."""
+        if not self.writable:
+            return
+        data = encode_entry(key, entry)
+        if len(data) > self.max_bytes:
+            return
+        path = self.entry_path(key)
+        temp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY,
+                         0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+            os.replace(temp, path)
+        except OSError:
+            self.writable = False
+            try:
+                os.remove(temp)
+            except OSError:
+                pass
+            return
+        STATS.stores += 1
+        self._account(len(data))
+
+    def _account(self, written: int) -> None:
+        """Keeps the total under the bound, scanning the directory only when the
+        running total of this process says it may be over (and at its first write)."""
+        if self._total_bytes is not None and self._total_bytes + written <= self.max_bytes:
+            self._total_bytes += written
+        else:
+            self._total_bytes = self.evict()
+
+    def evict(self) -> int:
+        """Deletes the least recently used files (temporary files left by a writer that
+        died among them) until the total is at most EVICT_TO of the bound, if it was
+        over it; returns the total."""
+        files, total, now = [], 0, time.time()
+        try:
+            with os.scandir(self.path) as entries:
+                for item in entries:
+                    if not item.name.endswith((SUFFIX, TEMP_SUFFIX)):
+                        continue
+                    try:
+                        st = item.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if item.name.endswith(TEMP_SUFFIX) and now - st.st_mtime < STALE_TEMP_SECONDS:
+                        total += st.st_size  # another process is writing it
+                        continue
+                    files.append((st.st_mtime_ns, st.st_size, item.path))
+                    total += st.st_size
+        except OSError:
+            return 0
+        if total <= self.max_bytes:
+            return total
+        files.sort()
+        for _, size, path in files:
+            if total <= self.max_bytes * EVICT_TO:
+                break
+            try:
+                os.remove(path)
+            except FileNotFoundError:  # evicted by another process meanwhile
+                pass
+            except OSError:
+                continue
+            total -= size
+        return total
+
+
+def encode_entry(key: bytes, entry) -> bytes:
+    payload = marshal.dumps(entry)
+    return HEADER.pack(FILE_MAGIC, key, len(payload),
+                       blake2b(payload, digest_size=32).digest()) + payload
+
+
+def decode_entry(data: bytes, key: bytes):
+    """The entry in a file's bytes, or None when they are not a whole, intact entry
+    of `key` (short, torn, foreign, or not what vmrt.vm.module stores)."""
+    if len(data) < HEADER.size:
+        return None
+    magic, stored_key, length, payload_digest = HEADER.unpack_from(data)
+    payload = memoryview(data)[HEADER.size:]
+    if magic != FILE_MAGIC or stored_key != key or length != len(payload) \
+            or blake2b(payload, digest_size=32).digest() != payload_digest:
+        return None
+    try:
+        entry = marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if not (type(entry) is tuple and len(entry) == 3 and type(entry[0]) is types.CodeType
+            and type(entry[1]) is list and type(entry[2]) is str):
+        return None
+    return entry
