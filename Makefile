@@ -48,7 +48,8 @@ examples/%.vmfb: examples/%.mlir
 corpus: install-test
 	$(PYTHON) -m tests.corpus.build build/corpus
 
-# Regenerate the ISA table from upstream's isa.json (not kept in this repo).
+# Regenerate the ISA table (vmrt/isa/table.py): upstream's isa.json (not kept in this
+# repo) joined with vmrt/isa/ops.py. Run after editing a row of ops.py.
 ISA_JSON ?= ../shared/reference/isa.json
 isa:
 	$(PYTHON) -m vmrt.isa.generate $(ISA_JSON)

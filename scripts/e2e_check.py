@@ -181,7 +181,7 @@ class _ReferenceCheck:
 
     def _tensor(self, ref):
         import numpy as np
-        from vmrt.hal.types import element_packed_byte_count
+        from vmrt.elements import element_packed_byte_count
         view = ref.deref(self.rt.HalBufferView)
         element_type = int(view.element_type)
         count = int(np.prod(view.shape, dtype=np.int64))

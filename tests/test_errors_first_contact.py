@@ -157,8 +157,6 @@ def test_hal_work_stopped_by_limits_raises_their_classes(hal_context):
         ctx.function("hostile.dispatch")(executable, 0, 4, 4)
 
 
-@pytest.mark.xfail(reason="needs the native export adapter (vmrt/native/module.py "
-                          "export_failure) to pass limit=limit_of(error)", strict=False)
 def test_fuel_running_out_in_a_dispatch_is_fuel_exhausted(hal_context):
     from tests.vm import hostile_hal
     from vmrt.vm.buffer import VMBuffer
@@ -207,8 +205,6 @@ def test_a_missing_module_file_is_file_not_found(tmp_path):
     assert str(error).startswith("NOT_FOUND: cannot read module")
 
 
-@pytest.mark.xfail(reason="needs vmrt/format/module_def.py _open_buffer to raise "
-                          "file_error(..., base=ModuleFormatError)", strict=False)
 def test_load_module_of_a_missing_file_is_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError) as info:
         vmrt.load_module(tmp_path / "missing.vmfb")

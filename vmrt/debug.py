@@ -123,12 +123,7 @@ class Debugger(ExecutionHooks):
             raise VMError(f"module '{module_name}' has no function '{name}'",
                           StatusCode.NOT_FOUND)
         if pc is not None:
-            from vmrt.isa.decoder import decode_function
-            descriptor = module.definition.function_descriptors[ordinal]
-            start = descriptor.bytecode_offset
-            pcs = {d.pc for d in decode_function(module.definition.bytecode_data, start,
-                                                 start + descriptor.bytecode_length)}
-            if pc not in pcs:
+            if module.instruction_at(ordinal, pc) is None:
                 raise VMError(f"no instruction starts at offset {pc:08X} of '{function}'",
                               StatusCode.INVALID_ARGUMENT)
 

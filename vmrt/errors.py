@@ -5,6 +5,23 @@ VM failures carry the VM stack at the point of failure. A call stopped by its
 context's limits or cancelled raises a subclass of VMError naming why (FuelExhausted,
 DepthExceeded, MemoryLimitExceeded, DeadlineExceeded, Cancelled); a file vmrt cannot
 open is also the OSError the system reported (`except FileNotFoundError` works).
+
+Every error class of vmrt is defined here (other modules re-export the ones their
+users import from them), so the whole tree is one picture:
+
+    VmrtError
+    ├── ModuleFormatError ── VerificationError   module files, bytecode verification
+    ├── DecodeError                               bytecode that does not decode (isa)
+    ├── AssemblyError, DisassemblyError           vmasm text (asm)
+    ├── CConvError                                calling-convention strings (vm, native)
+    ├── ArchiveError                              parameter archives (io)
+    ├── HalError ── ElementError                  the host HAL; element types, shapes, values
+    ├── StreamError                               stream programs (stream)
+    ├── UsageError, UnsupportedError              command lines; what the tools cannot do yet
+    └── VMError                                   running VM code, with its stack
+        ├── LimitExceeded ── FuelExhausted, DepthExceeded, MemoryLimitExceeded,
+        │                    DeadlineExceeded
+        └── Cancelled
 """
 
 from __future__ import annotations
@@ -95,10 +112,94 @@ class VerificationError(ModuleFormatError):
             self.annotate(f"at {module or '?'}.{where}+{offset:08X}")
 
 
-class AssemblyError(VmrtError):
-    """vmasm text that cannot be assembled (file:line:col messages)."""
+class DecodeError(VmrtError):
+    """Bytecode that cannot be decoded; `pc` is the offset of the bad instruction."""
 
     default_code = StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, message: str, pc: int, code: StatusCode | int | None = None):
+        super().__init__(message, code)
+        self.pc = pc
+
+
+class AssemblyError(VmrtError):
+    """vmasm text that cannot be assembled. Made from a message, or from the list of
+    every diagnostic the assembler found (vmrt.asm.Diagnostic: filename, line,
+    column, message and format()), the first one giving the message."""
+
+    default_code = StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, diagnostics: "str | list", code: StatusCode | int | None = None):
+        if isinstance(diagnostics, str):
+            message, diagnostics = diagnostics, []
+        else:
+            first = diagnostics[0]
+            more = f" (and {len(diagnostics) - 1} more)" if len(diagnostics) > 1 else ""
+            message = f"{first.filename}:{first.line}:{first.column}: {first.message}{more}"
+        super().__init__(message, code)
+        self.diagnostics = list(diagnostics)
+
+    def format(self) -> str:
+        """Every diagnostic as a compiler prints it (file:line:col, source, caret)."""
+        if not self.diagnostics:
+            return self.one_line()
+        return "\n".join(d.format() for d in self.diagnostics)
+
+
+class DisassemblyError(VmrtError):
+    """A module the disassembler cannot print (undefined block targets, cconvs it
+    does not know)."""
+
+    default_code = StatusCode.INVALID_ARGUMENT
+
+
+class CConvError(VmrtError):
+    """A calling-convention string (`0iI_f`) that is malformed or unsupported."""
+
+    default_code = StatusCode.INVALID_ARGUMENT
+
+
+class HalError(VmrtError):
+    """A failure reported by the host HAL (buffers, queues, executables)."""
+
+    default_code = StatusCode.INTERNAL
+
+
+class ElementError(HalError):
+    """Text that is not an element type, shape or element value (`2x3xf32=1 2`).
+    Element types are IREE's HAL element types (iree/hal/string_util.c parses
+    them, for iree-run-module and iree-create-parameters alike), so it is a HalError."""
+
+    default_code = StatusCode.INVALID_ARGUMENT
+
+
+class StreamError(VmrtError):
+    """A stream program that cannot be read or is not well formed.
+
+    Carries the source location (file:line:col, anything printable) when the
+    program came from text; `bare_message` is the message without it.
+    """
+
+    default_code = StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, message: str, loc: object | None = None,
+                 code: StatusCode | int | None = None):
+        self.loc = loc
+        self.bare_message = message
+        super().__init__(f"{loc}: {message}" if loc is not None else message, code)
+
+
+class UsageError(VmrtError):
+    """A command line the CLI rejects (printed as its bare message, exit status 1,
+    as IREE's tools do)."""
+
+    default_code = StatusCode.INVALID_ARGUMENT
+
+
+class UnsupportedError(VmrtError):
+    """Something IREE's tools do that vmrt's cannot (variadic inputs, ...)."""
+
+    default_code = StatusCode.UNIMPLEMENTED
 
 
 class ArchiveError(VmrtError):

@@ -8,8 +8,10 @@ import math
 import pytest
 
 from vmrt.asm import lexer
-from vmrt.asm.syntax import SYNTAX, check_table, encoding_class, generic_template, templates
+from vmrt.asm.syntax import check_table, templates
 from vmrt.isa import BY_SYMBOL, INSTRUCTIONS
+from vmrt.isa.generate import encoding_class, generic_template
+from vmrt.isa.ops import OPS, SYNTAX_BY_CLASS
 
 
 def test_every_instruction_has_a_complete_syntax():
@@ -21,8 +23,10 @@ def test_every_instruction_has_a_complete_syntax():
 
 
 def test_every_table_entry_is_used():
-    keys = {i.symbol for i in INSTRUCTIONS} | {encoding_class(i) for i in INSTRUCTIONS}
-    assert set(SYNTAX) <= keys
+    classes = {encoding_class(i.encoding) for i in INSTRUCTIONS}
+    assert set(SYNTAX_BY_CLASS) <= classes
+    assert all(OPS[i.symbol].syntax or i.syntax == SYNTAX_BY_CLASS.get(
+        encoding_class(i.encoding), i.syntax) for i in INSTRUCTIONS)
 
 
 @pytest.mark.parametrize("symbol,text", [
@@ -33,7 +37,7 @@ def test_every_table_entry_is_used():
     ("ImportResolved", "$result = $op $import_ordinal"),
 ])
 def test_generic_templates(symbol, text):
-    assert generic_template(BY_SYMBOL[symbol]) == text
+    assert generic_template(symbol, BY_SYMBOL[symbol].operands) == text
 
 
 def test_printer_and_parser_spellings_are_both_read():

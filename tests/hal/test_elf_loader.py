@@ -24,7 +24,7 @@ import pytest
 from vmrt.errors import StatusCode
 from vmrt.hal import elf as elf_module
 from vmrt.hal.elf import ElfModule
-from vmrt.hal.types import HalError
+from vmrt.errors import HalError
 
 pytestmark = pytest.mark.skipif(
     not (sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")),

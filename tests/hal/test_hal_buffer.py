@@ -11,7 +11,8 @@ from vmrt.hal import (
 )
 from vmrt.hal.buffer import MAPPING_MODE_PERSISTENT, buffers_overlap, map_copy
 from vmrt.hal.buffer_view import compute_view_size
-from vmrt.hal.types import ElementType, element_types_compatible, format_memory_type
+from vmrt.elements import ElementType, element_types_compatible
+from vmrt.hal.types import format_memory_type
 
 DEVICE_LOCAL = int(MemoryType.DEVICE_LOCAL)
 DEFAULT = int(BufferUsage.DEFAULT)

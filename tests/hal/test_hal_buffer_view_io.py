@@ -9,15 +9,17 @@ import numpy as np
 import pytest
 from tests.hal.conftest import reference_run
 
+from vmrt.elements import ElementType as E
+from vmrt.elements import (
+    format_element_type, parse_element_type, parse_shape, parse_shape_and_type,
+)
 from vmrt.errors import StatusCode
 from vmrt.hal import HalError, HeapAllocator
 from vmrt.hal.buffer_view_io import (
     InputStreams, buffer_view_from_numpy, buffer_view_to_numpy, format_buffer_view,
-    format_element_type, format_elements, format_result, parse_buffer_view,
-    parse_element_type, parse_elements, parse_scalar, parse_shape, parse_shape_and_type,
+    format_elements, format_result, parse_buffer_view, parse_elements, parse_scalar,
     parse_tensor_input,
 )
-from vmrt.hal.types import ElementType as E
 
 IDENTITY_TYPES = {
     "f32_6": "tensor<6xf32>", "f32_2x3": "tensor<2x3xf32>", "f32_2x2x2": "tensor<2x2x2xf32>",

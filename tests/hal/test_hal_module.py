@@ -16,7 +16,7 @@ import vmrt
 from vmrt.errors import StatusCode, VMError
 from vmrt.hal import BufferView, create_device
 from vmrt.modules.hal import HalModule
-from vmrt.modules.vmvx import VmvxModule
+from vmrt.hal.vmvx_module import VmvxModule
 from tests.corpus.build import discover
 from tests.hal.corpus_runner import run
 

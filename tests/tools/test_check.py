@@ -11,7 +11,7 @@ import pytest
 
 from tests.hal.conftest import Compiler
 from vmrt.errors import StatusCode, VmrtError
-from vmrt.hal.types import ElementType as E
+from vmrt.elements import ElementType as E
 from vmrt.modules import check
 from vmrt.tools.cli import main
 

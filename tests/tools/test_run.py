@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.corpus.build import discover
+from vmrt.elements import atof, atoi
 from vmrt.tools import function_io as fio
 from vmrt.tools.cli import main
 
@@ -511,7 +512,7 @@ def test_vm_failure_carries_status_and_stack(probe, capsys):
     assert out == "EXEC @fail\n"
 
 
-def test_tensor_input_is_unsupported_until_the_hal(probe, capsys):
+def test_tensor_input_needs_the_hal_module(probe, capsys):
     code, out, err = vmrt(capsys, "run", f"--module={probe}", "--function=is_null",
                           "--input=4xi8=1 2 3 4")
     assert_one_line_error(code, err, "UNIMPLEMENTED", "HAL")
@@ -616,7 +617,7 @@ def test_float_parser_matches_libc():
         "nan", "-nan", "inf", "-infinity", "0x1.8p3", "0x1p-1074", "0x1p-1075", "1e", ".e1"]
     for text in literals:
         for bits in (32, 64):
-            theirs, ours = _c_float(libc, text, bits), fio.c_parse_float(text, bits)
+            theirs, ours = _c_float(libc, text, bits), atof(text, bits)
             if theirs is None or ours is None:
                 assert theirs is ours, (text, bits, theirs, ours)
             elif math.isnan(theirs):
@@ -643,7 +644,7 @@ def test_int_parser_matches_libc():
         for bits, limit in ((32, 16), (64, 32)):
             expected = None if failed or len(text) >= limit else \
                 ((value + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
-            assert fio.c_parse_int(text, bits) == expected, (text, bits)
+            assert atoi(text, bits) == expected, (text, bits)
 
 
 @pytest.mark.parametrize("value,text", [

@@ -19,22 +19,20 @@ first. See vmrt/asm/__init__.py for the grammar and every difference.
 from __future__ import annotations
 
 import re
-import struct
 from dataclasses import dataclass, field
 
 from vmrt.asm.lexer import (
     parse_f32, parse_f64, parse_int32, parse_int64, parse_uint32, strip_line,
 )
 from vmrt.asm.syntax import Ignored, Literal, Optional, Remaps, Slot, Template, templates
-from vmrt.errors import AssemblyError as _AssemblyErrorBase
-from vmrt.errors import StatusCode
+from vmrt.errors import AssemblyError
 from vmrt.format import (
     BytecodeModuleDef, ExportFunctionDef, FunctionDescriptor, FunctionSignatureDef,
     ImportFlagBits, ImportFunctionDef, ModuleDependencyDef, ModuleDependencyFlagBits,
     ModuleStateDef, RodataSegmentDef, TypeDef, write_module,
 )
-from vmrt.isa import BY_MNEMONIC, BYTECODE_VERSION, OPCODE_SET_BY_ID
-from vmrt.isa.encoder import encode
+from vmrt.isa import BLOCK, BY_MNEMONIC, BYTECODE_VERSION, OPCODE_SET_BY_ID
+from vmrt.isa.encoder import encoder, fixed_packer, opcode_bytes
 from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import REF_MOVE_BIT, REF_TYPE_BIT
 from vmrt.vm import cconv as cconv_mod
@@ -72,20 +70,6 @@ class Diagnostic:
             return head
         source = self.source.expandtabs(1)
         return f"{head}\n  {source}\n  {' ' * (self.column - 1)}^"
-
-
-class AssemblyError(_AssemblyErrorBase):
-    """vmasm that does not assemble; `diagnostics` lists every error found."""
-
-    def __init__(self, diagnostics: list[Diagnostic]):
-        first = diagnostics[0]
-        more = f" (and {len(diagnostics) - 1} more)" if len(diagnostics) > 1 else ""
-        super().__init__(f"{first.filename}:{first.line}:{first.column}: "
-                         f"{first.message}{more}", StatusCode.INVALID_ARGUMENT)
-        self.diagnostics = diagnostics
-
-    def format(self) -> str:
-        return "\n".join(d.format() for d in self.diagnostics)
 
 
 class _Error(Exception):
@@ -346,7 +330,7 @@ class _Plan:
     operand_count: int
     table_size: int | None
     feature: int
-    is_call: bool
+    checks_cconv: bool  # a call or return: register lists checked against a cconv
     is_terminator: bool
     prefix: bytes
     packer: object  # struct.Struct.pack when every operand has a fixed size, else None
@@ -355,13 +339,6 @@ class _Plan:
 
 _PLANS: dict[str, _Plan] = {}
 _PLANS_BY_SYMBOL: dict[str, _Plan] = {}
-_PACK_CHARS = {OperandKind.REGISTER: "H", OperandKind.CONST_I16: "H",
-               OperandKind.GLOBAL_ATTR: "I", OperandKind.FUNC_ATTR: "I",
-               OperandKind.RODATA_ATTR: "I", OperandKind.TYPE_OF: "I",
-               OperandKind.BRANCH_TARGET: "I"}
-_ATTRIBUTE_CHARS = {"i32": "i", "i64": "q", "f32": "f", "f64": "d"}
-
-
 def _plan_for(mnemonic: str) -> _Plan | None:
     name = mnemonic[3:] if mnemonic.startswith("vm.") else mnemonic
     inst = BY_MNEMONIC.get(name)
@@ -377,86 +354,13 @@ def _plan_for(mnemonic: str) -> _Plan | None:
     table_size = next((i for i, o in enumerate(inst.operands)
                        if o.kind is OperandKind.CONST_I16), None)
     feature = _FEATURE_BITS.get(OPCODE_SET_BY_ID[inst.opcode_set].feature or "", 0)
-    opcode = encode(inst, tuple(_zero(o) for o in inst.operands), 0)[:inst.opcode_bytes]
-    chars = []
-    for operand in inst.operands:
-        if operand.kind is OperandKind.ATTRIBUTE:
-            chars.append(_ATTRIBUTE_CHARS[operand.type])
-        elif operand.kind in _PACK_CHARS:
-            chars.append(_PACK_CHARS[operand.kind])
-        else:
-            chars = None
-            break
-    packer = struct.Struct("<" + "".join(chars)).pack if chars is not None else None
-    plan = _Plan(inst, matchers, len(inst.operands), table_size, feature,
-                 inst.encoding in _CALL_ENCODINGS, inst.is_terminator, opcode, packer,
-                 _make_encoder(inst, opcode))
+    # Calls and returns: their register lists are checked against a cconv.
+    checks_cconv = inst.is_call or inst.handler == "return"
+    plan = _Plan(inst, matchers, len(inst.operands), table_size, feature, checks_cconv,
+                 inst.is_terminator, opcode_bytes(inst), fixed_packer(inst), encoder(inst))
     _PLANS[mnemonic] = plan
     _PLANS_BY_SYMBOL[inst.symbol] = plan
     return plan
-
-
-def _make_encoder(inst, opcode: bytes):
-    """A function (values, pc) -> bytes for `inst`, generated from its operand list
-    (the same layout as vmrt.isa.encoder.encode, without its per-operand dispatch)."""
-    lines = ["def encode(values, pc):",
-             f"    ({', '.join(f'v{i}' for i in range(len(inst.operands)))}"
-             f"{',' if len(inst.operands) == 1 else ''}) = values",
-             "    out = bytearray(OPCODE)"]
-    fixed: list[tuple[str, str]] = []
-    consts = {"OPCODE": opcode, "pack": struct.pack}
-
-    def flush():
-        if fixed:
-            key = f"S{len(consts)}"
-            consts[key] = struct.Struct("<" + "".join(c for _, c in fixed)).pack
-            lines.append(f"    out += {key}({', '.join(n for n, _ in fixed)})")
-            fixed.clear()
-
-    def align():
-        lines.append("    if (pc + len(out)) & 1: out.append(0)")
-
-    for i, operand in enumerate(inst.operands):
-        kind = operand.kind
-        name = f"v{i}"
-        if kind is OperandKind.ATTRIBUTE:
-            fixed.append((name, _ATTRIBUTE_CHARS[operand.type]))
-        elif kind in _PACK_CHARS:
-            fixed.append((name, _PACK_CHARS[kind]))
-        else:
-            flush()
-            if kind is OperandKind.STRING_ATTR:
-                lines.append(f"    out += pack('<H', len({name})) + {name}")
-            elif kind in (OperandKind.VARIADIC_OPERANDS, OperandKind.VARIADIC_RESULTS):
-                align()
-                lines.append(f"    out += pack('<%dH' % (len({name}) + 1), len({name}), *{name})")
-            elif kind is OperandKind.BRANCH_OPERANDS:
-                align()
-                lines.append(f"    out += pack('<%dH' % (2 * len({name}) + 1), len({name}), "
-                             f"*[r for p in {name} for r in p])")
-            elif kind is OperandKind.BRANCH_TABLE_CASES:
-                lines.append(f"    for target, pairs in {name}:")
-                lines.append("        out += pack('<I', target)")
-                lines.append("        if (pc + len(out)) & 1: out.append(0)")
-                lines.append("        out += pack('<%dH' % (2 * len(pairs) + 1), len(pairs), "
-                             "*[r for p in pairs for r in p])")
-            else:  # pragma: no cover
-                raise AssertionError(kind)
-    flush()
-    lines.append("    return out")
-    namespace = dict(consts)
-    exec(compile("\n".join(lines) + "\n", f"<vmasm encoder {inst.symbol}>", "exec"),
-         namespace)
-    return namespace["encode"]
-
-
-def _zero(operand):
-    if operand.kind in (OperandKind.VARIADIC_OPERANDS, OperandKind.VARIADIC_RESULTS,
-                        OperandKind.BRANCH_OPERANDS, OperandKind.BRANCH_TABLE_CASES):
-        return ()
-    if operand.kind is OperandKind.STRING_ATTR:
-        return b""
-    return 0
 
 
 class Assembler:
@@ -558,7 +462,7 @@ class Assembler:
         pair N, N+1, which the register count must cover."""
         for inst, values in function.calls:
             names = [o.name for o in inst.operands]
-            if inst.symbol == "Return":
+            if inst.handler == "return":
                 fragment = cconv_mod.split_fragments(function.cconv)[1]
                 lists = [(fragment, None, values[0])]
             else:
@@ -768,7 +672,7 @@ class Assembler:
             if function.name in self.function_index:
                 raise _Error(function.offset, f"duplicate function @{function.name}")
         finally:
-            function.data += encode("Block", (), 0)
+            function.data += opcode_bytes(BLOCK)
 
     def signature_arguments(self, text: str, at: int, function: _Function) -> str:
         cconv = []
@@ -854,7 +758,7 @@ class Assembler:
                 self.error(base, "the block before this label is empty" if function.empty
                            else "the block before this label does not end with a "
                                 "terminator (vm.br, vm.return, ...)")
-            function.data += encode("Block", (), pc)
+            function.data += opcode_bytes(BLOCK)
             function.block_count += 1
         function.label_count += 1
         function.terminated = False
@@ -918,6 +822,27 @@ class Assembler:
             raise _Error(operands_at + offset,
                          f"{message}; {inst.vm_name} is written "
                          f"`{_template_summary(plan.matchers[0].template)}`")
+        values, refs = self.operand_values(plan, matcher, match, result_text, result_at,
+                                           operands_at, rest_at)
+        pc = len(function.data)
+        if plan.packer is not None and not refs:
+            function.data += plan.prefix + plan.packer(*values)
+        else:
+            function.data += plan.encode(values, pc)
+            if refs:
+                function.pending.append(_Pending(pc, plan.inst, values, refs))
+        if plan.feature:
+            function.requirements |= plan.feature
+            self.requirements |= plan.feature
+        if plan.checks_cconv:
+            function.calls.append((plan.inst, values))
+        function.empty = False
+        function.terminated = plan.is_terminator
+
+    def operand_values(self, plan, matcher, match, result_text, result_at, operands_at,
+                       rest_at):
+        """The ISA operand values of a matched instruction line, and the references
+        (labels, functions, globals) left to resolve."""
         values: list = [None] * plan.operand_count
         refs: list = []
         # The result register(s), left of `=`.
@@ -940,20 +865,7 @@ class Assembler:
                 values[index] = convert(self, part, operands_at + match.start(group), refs)
         if plan.table_size is not None:
             values[plan.table_size] = len(values[plan.table_size + 1])
-        pc = len(function.data)
-        if plan.packer is not None and not refs:
-            function.data += plan.prefix + plan.packer(*values)
-        else:
-            function.data += plan.encode(values, pc)
-            if refs:
-                function.pending.append(_Pending(pc, plan.inst, values, refs))
-        if plan.feature:
-            function.requirements |= plan.feature
-            self.requirements |= plan.feature
-        if plan.is_call:
-            function.calls.append((plan.inst, values))
-        function.empty = False
-        function.terminated = plan.is_terminator
+        return values, refs
 
     def resolve(self, function: _Function, pending: _Pending, module_level: bool) -> None:
         """Fills in addresses; re-encodes the instruction once all are known."""
@@ -1306,9 +1218,6 @@ class Assembler:
             bytecode_data=bytes(bytecode))
         return write_module(module)
 
-
-_CALL_ENCODINGS = frozenset(("call", "call_variadic", "yieldable_call",
-                             "call_variadic_yieldable", "return"))
 
 
 def _typed_registers(fragment: str, segments, registers):

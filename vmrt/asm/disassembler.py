@@ -21,18 +21,14 @@ import math
 
 from vmrt.asm.lexer import parse_uint32
 from vmrt.asm.syntax import Ignored, Literal, Optional, Remaps, Slot, templates
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.errors import DisassemblyError, StatusCode
 from vmrt.format import ImportFlagBits, read_module
-from vmrt.isa.decoder import decode_function
+from vmrt.format.function_body import decode_function_body
 from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import I32_MASK, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
 
 IMPORT_BIT = 0x80000000
 _CCONV_TYPE_NAMES = {"i": "i32", "I": "i64", "f": "f32", "F": "f64", "r": "!vm.ref<?>"}
-
-
-class DisassemblyError(VmrtError):
-    default_code = StatusCode.INVALID_ARGUMENT
 
 
 # --------------------------------------------------------------------------
@@ -319,11 +315,7 @@ def _signature(cconv: str | None) -> str:
 
 def _function_body(module, names: ModuleNames, ordinal: int, bytecode_offsets: bool,
                    out: list[str]) -> None:
-    descriptor = module.function_descriptors[ordinal]
-    start = descriptor.bytecode_offset
-    end = start + descriptor.bytecode_length
-    data = memoryview(module.bytecode_data)
-    decoded = list(decode_function(data, start, end))
+    decoded = decode_function_body(module, ordinal)
     blocks = {}
     for d in decoded:
         if d.instruction.kind == "marker":

@@ -22,12 +22,12 @@ Template language (operands are named as in the ISA table):
     space                  any amount of whitespace (none required) when parsing
 
 A branch target written `$target($remaps)` may leave out `(...)` when there is
-nothing to remap. Instructions without an entry get the generic template
-derived from their operand list: `RESULTS = $op READS` with a `: TYPE` after a
-register that is followed by a type operand (see `generic_template`).
+nothing to remap.
 
-Lookup order: instruction symbol, then its encoding class (the ISA encoding
-name with a leading value type dropped: `i32_global_load` -> `global_load`).
+The templates of each instruction are part of its ISA row (`Instruction.syntax`):
+vmrt/isa/ops.py holds them by encoding class or per instruction, and
+`make isa` gives every other instruction the generic template derived from its
+operand list (`RESULTS = $op READS`, see vmrt.isa.generate.generic_template).
 """
 
 from __future__ import annotations
@@ -39,70 +39,6 @@ from vmrt.isa import INSTRUCTIONS, Instruction
 from vmrt.isa.operands import OperandKind
 
 IGNORED_TYPE_TEXT = "!vm.ref<?>"
-
-# fmt: off
-SYNTAX: dict[str, tuple[str, ...]] = {
-    # -- globals: storage operands print as .rwdata[N] / .refs[N] (or @name in source)
-    "global_load":               ("$result = $op $byte_offset",),
-    "global_store":              ("$op $value, $byte_offset",),
-    "global_load_indirect":      ("$result = $op .rwdata[$byte_offset]",
-                                  "$result = $op $byte_offset"),
-    "global_store_indirect":     ("$op $value, .rwdata[$byte_offset]",
-                                  "$op $byte_offset, $value"),
-    "global_load_ref":           ("$value = $op $global : $type_def",),
-    "global_store_ref":          ("$op $value, $global : $type_def",),
-    "global_load_indirect_ref":  ("$value = $op .refs[$global] : $type_def",
-                                  "$value = $op $global : $type_def"),
-    "global_store_indirect_ref": ("$op $value, .refs[$global] : $type_def",
-                                  "$op $global : $type_def, $value"),
-    # -- constants
-    "ConstI32":                  ("$result = $op $value  // ${value:hex}",),
-    "ConstI64":                  ("$result = $op $value  // ${value:hex}",),
-    "const_ref_zero":            ("${result:nomove} = $op",),
-    "const_ref_rodata":          ("$value = $op $rodata  // ${rodata:size}b",),
-    # -- lists, conditional assignment
-    "list_alloc":                ("$result = $op $initial_capacity : !vm.list<$element_type>",),
-    "list_get_ref":              ("$result = $op $list, $index : $type_def",),
-    "select":                    ("$result = $op $condition ? $true_value : $false_value",),
-    "select_ref":                ("$result = $op $condition ? $true_value : $false_value "
-                                  "-> $true_value_type_def",),
-    "switch":                    ("$result = $op $index[$values] else $default_value",),
-    # vmrt's own spelling: iree-as-module cannot write switch.ref and
-    # iree-dump-module mis-decodes it (it skips the type operand).
-    "switch_ref":                ("$result = $op $index[$values] else $default_value "
-                                  "-> $type_def",),
-    "cast_any_ref":              ("$result = $op $operand : $_type -> $result_type",),
-    # -- buffers: the stored value comes first
-    "buffer_store":              ("$op $value, $target_buffer, $target_offset",),
-    # -- control flow
-    "branch":                    ("$op $dest_pc($operands)",),
-    "conditional_branch":        ("$op $condition, $true_dest_pc($true_operands), "
-                                  "$false_dest_pc($false_operands)",),
-    "conditional_break":         ("$op $condition, $dest_pc($operands)",),
-    "branch_table":              ("$op $index { default: $default_dest_pc($default_operands)"
-                                  "$cases }",),
-    "call":                      ("{?$results = ?}$op $callee_ordinal($operands)",),
-    "call_variadic":             ("{?$results = ?}$op $callee_ordinal "
-                                  "segments[$segment_sizes]($operands)",),
-    "yieldable_call":            ("$op $callee_ordinal($operands) -> $dest_pc($results)",),
-    "call_variadic_yieldable":   ("$op $callee_ordinal segments[$segment_sizes]($operands) "
-                                  "-> $dest_pc($results)",),
-    "return":                    ("$op{? $operands?}",),
-    "fail":                      ("$op $status, $message",),
-    # iree-dump-module prints `"name"(operands)`, iree-as-module reads `"name", operands`.
-    "trace":                     ("$op $event_name($operands)",
-                                  "$op $event_name{?, $operands?}"),
-}
-# fmt: on
-
-_VALUE_TYPES = ("i32_", "i64_", "f32_", "f64_")
-
-
-def encoding_class(inst: Instruction) -> str | None:
-    encoding = inst.encoding
-    if encoding and encoding.startswith(_VALUE_TYPES):
-        return encoding[4:]
-    return encoding
 
 
 # --------------------------------------------------------------------------
@@ -283,44 +219,6 @@ def compile_template(text: str, inst: Instruction) -> Template:
                     _join_literals(comment_pieces), tuple(s.index for s in slots))
 
 
-def generic_template(inst: Instruction) -> str:
-    """`RESULTS = $op READS`; a type operand follows the register before it as `: TYPE`."""
-    results = []
-    reads: list[str] = []
-    for operand in inst.operands:
-        kind = operand.kind
-        if ((kind is OperandKind.REGISTER and operand.access == "w")
-                or kind is OperandKind.VARIADIC_RESULTS):
-            results.append("$" + operand.name)
-        elif kind is OperandKind.TYPE_OF:
-            if not reads:
-                raise ValueError(f"no generic syntax for {inst.symbol}: leading type")
-            reads[-1] += " : $" + operand.name
-        elif kind in (OperandKind.REGISTER, OperandKind.ATTRIBUTE, OperandKind.FUNC_ATTR,
-                      OperandKind.GLOBAL_ATTR, OperandKind.RODATA_ATTR,
-                      OperandKind.STRING_ATTR, OperandKind.VARIADIC_OPERANDS):
-            reads.append("$" + operand.name)
-        else:
-            raise ValueError(f"no generic syntax for {inst.symbol}: {kind.value} operand")
-    if len(results) > 1:
-        raise ValueError(f"no generic syntax for {inst.symbol}: several results")
-    text = "$op"
-    if reads:
-        text += " " + ", ".join(reads)
-    if results:
-        text = results[0] + " = " + text
-    return text
-
-
-def templates_for(inst: Instruction) -> tuple[str, ...]:
-    entry = SYNTAX.get(inst.symbol)
-    if entry is None:
-        entry = SYNTAX.get(encoding_class(inst) or "")
-    if entry is None:
-        entry = (generic_template(inst),)
-    return entry
-
-
 _COMPILED: dict[str, tuple[Template, ...]] = {}
 
 
@@ -328,7 +226,7 @@ def templates(inst: Instruction) -> tuple[Template, ...]:
     """The compiled templates of `inst` (the first is the printed spelling)."""
     found = _COMPILED.get(inst.symbol)
     if found is None:
-        found = tuple(compile_template(t, inst) for t in templates_for(inst))
+        found = tuple(compile_template(t, inst) for t in inst.syntax)
         _COMPILED[inst.symbol] = found
     return found
 

@@ -37,17 +37,9 @@ from vmrt.vm.hooks import ExecutionHooks
 
 _F32 = struct.Struct("<f")
 _F64 = struct.Struct("<d")
-_GLOBAL_LOADS = {
-    "GlobalLoadI32": ("i32", 4), "GlobalLoadI64": ("i64", 8),
-    "GlobalLoadF32": ("f32", 4), "GlobalLoadF64": ("f64", 8),
-    "GlobalLoadIndirectI32": ("i32", 4), "GlobalLoadIndirectI64": ("i64", 8),
-    "GlobalLoadIndirectF32": ("f32", 4), "GlobalLoadIndirectF64": ("f64", 8),
-    "GlobalLoadRef": ("ref", 0), "GlobalLoadIndirectRef": ("ref", 0),
-}
 _GLOBAL_FORMATS = {"i32": "<i", "i64": "<q", "f32": "<f", "f64": "<d"}
-# Stores of narrow integers show the value as the store truncates it (upstream).
-_NARROW_STORES = {"BufferStoreI8": 0xFF, "BufferFillI8": 0xFF,
-                  "BufferStoreI16": 0xFFFF, "BufferFillI16": 0xFFFF}
+_GLOBAL_WIDTHS = {"i32": 4, "i64": 8, "f32": 4, "f64": 8, "ref": 0}
+_FLOAT_LIST_KINDS = {"f32": "f", "f64": "F"}
 
 
 def _ref_text(value) -> str:
@@ -147,9 +139,9 @@ class _TracePrinter(_Printer):
         kind = slot.kind
         if kind is OperandKind.REGISTER and operand.access == "r":
             value = self.registers.get(_local(values[slot.index]))
-            mask = _NARROW_STORES.get(inst.symbol)
-            if mask is not None and operand.name == "value":
-                return f"{text}({int(value or 0) & mask})"
+            if inst.store_bits and operand.name == "value":
+                # Stores of narrow integers show the value as the store truncates it.
+                return f"{text}({int(value or 0) & ((1 << inst.store_bits) - 1)})"
             return f"{text}({register_value_text(operand.bank, value)})"
         if kind is OperandKind.VARIADIC_OPERANDS and operand.name != "segment_sizes":
             return self.register_list(values[slot.index], self.list_kinds)
@@ -193,26 +185,28 @@ class TraceFormatter:
     @staticmethod
     def _list_kinds(frame, decoded) -> list[str]:
         """cconv kinds of the registers in the op's operand list, where known."""
-        symbol = decoded.instruction.symbol
+        inst = decoded.instruction
         module = frame.instance.module
-        if symbol in ("Call", "CallYieldable"):
+        operands = inst.operands
+        if inst.is_call and not any(o.name == "segment_sizes" for o in operands):
             target = module.call_target(decoded.values[0])
             return _cconv_kinds(target.arguments)
-        if symbol == "Return":
+        if inst.handler == "return":
             return _cconv_kinds(module.verified[frame.function.ordinal].results)
-        if symbol in ("SwitchF32", "SwitchF64"):
-            return ["f" if symbol == "SwitchF32" else "F"] * len(decoded.values[2])
+        for operand, value in zip(operands, decoded.values):  # vm.switch.f32/f64
+            if operand.kind is OperandKind.VARIADIC_OPERANDS and operand.bank in _FLOAT_LIST_KINDS:
+                return [_FLOAT_LIST_KINDS[operand.bank]] * len(value)
         return []
 
     def _annotate(self, frame, decoded, text: str) -> str:
         """Appends what upstream prints beyond the operands: loaded globals, import state."""
         inst = decoded.instruction
-        load = _GLOBAL_LOADS.get(inst.symbol)
-        if load is not None:
-            bank, width = load
+        if inst.handler in ("global", "global_ref") and inst.operands[-1].access == "w":
+            bank = inst.operands[-1].bank
+            width = _GLOBAL_WIDTHS[bank]
             registers = frame.registers
             values = dict(zip((o.name for o in inst.operands), decoded.values))
-            indirect = "Indirect" in inst.symbol
+            indirect = inst.operands[0].kind is OperandKind.REGISTER
             if bank == "ref":
                 index = values["global"]
                 if indirect:
@@ -229,7 +223,7 @@ class TraceFormatter:
                 loaded = struct.unpack_from(_GLOBAL_FORMATS[bank], data, offset)[0]
                 return f"{text}({register_value_text(bank, loaded)})"
             return text
-        if inst.symbol == "ImportResolved":
+        if inst.handler == "resolved":
             index = decoded.values[0] & 0x7FFFFFFF
             resolved = frame.instance.namespace["RESOLVED"]
             state = "resolved" if index < len(resolved) and resolved[index] else "unresolved"

@@ -693,62 +693,48 @@ def _compile_maker(group: _Group) -> Callable[[int], Any]:
     return binder(*args)
 
 
+#: How a binder (see _make_binder) sets a field of each column kind read whole: the
+#: parameters (suffixed by the column's number j) and the lines, for field `key`.
+_BINDER_FIELDS = {
+    "v": (("c",), ["        d[{key}] = c{j}[i]"]),
+    "t": (("g", "c"), ["        k = c{j}[i]",
+                       "        d[{key}] = g{j}.get(k) if k >= 0 else None"]),
+    "u": (("t", "c", "gs"), ["        k = c{j}[i]",
+                             "        d[{key}] = gs{j}[t{j}[i]].get(k) if k >= 0 else None"]),
+}
+#: The vector kinds: parameters, the test of a present vector (start `s`), and the
+#: expression making it; an absent one reads as [] and clears its presence bit.
+_BINDER_VECTORS = {
+    "tv": (("g", "s", "n"), "s >= 0", "LTV(g{j}, s, n{j}[i])"),
+    "b": (("s", "n"), "s >= 0", "mv[s:s + n{j}[i]]"),
+    "s": (("e", "s", "n"), "s >= 0", "LSV(e{j}, mv, s, n{j}[i])"),
+    "n": (("e", "s", "n"), "s >= 0", "list(unpack_from('<%d' % n{j}[i] + e{j}.fmt[1:], mv, s))"),
+    "uv": (("s",), "s is not None", "LUV(s)"),
+}
+
+
 def _make_binder(decl: TableDecl, kinds: tuple, has_hook: bool):
+    """bind(columns...) -> make(i), making row i's object of `decl` from the
+    columns a group read (generated, so each field costs one line, no dispatch)."""
     params = ["mv"]
     body = ["    def make(i):", "        obj = new(cls)", "        d = obj.__dict__",
             "        m = 0"]
     vector_names: list[str] = []
-
-    def vector(j, key, make):
-        bit = 1 << len(vector_names)
-        body.extend([f"        s = s{j}[i]",
-                     "        if s >= 0:",
-                     f"            d[{key}] = {make}",
-                     f"            m |= {bit}",
-                     "        else:",
-                     f"            d[{key}] = []"])
-
     for j, (name, kind) in enumerate(kinds):
         key = repr(name)
-        if kind == "v":
-            params.append(f"c{j}")
-            body.append(f"        d[{key}] = c{j}[i]")
-        elif kind == "t":
-            params += [f"g{j}", f"c{j}"]
-            body += [f"        k = c{j}[i]",
-                     f"        d[{key}] = g{j}.get(k) if k >= 0 else None"]
-        elif kind == "u":
-            params += [f"t{j}", f"c{j}", f"gs{j}"]
-            body += [f"        k = c{j}[i]",
-                     f"        d[{key}] = gs{j}[t{j}[i]].get(k) if k >= 0 else None"]
-        elif kind == "tv":
-            params += [f"g{j}", f"s{j}", f"n{j}"]
-            vector(j, key, f"LTV(g{j}, s, n{j}[i])")
-            vector_names.append(name)
-        elif kind == "b":
-            params += [f"s{j}", f"n{j}"]
-            vector(j, key, f"mv[s:s + n{j}[i]]")
-            vector_names.append(name)
-        elif kind == "s":
-            params += [f"e{j}", f"s{j}", f"n{j}"]
-            vector(j, key, f"LSV(e{j}, mv, s, n{j}[i])")
-            vector_names.append(name)
-        elif kind == "n":
-            params += [f"e{j}", f"s{j}", f"n{j}"]
-            vector(j, key, f"list(unpack_from('<%d' % n{j}[i] + e{j}.fmt[1:], mv, s))")
-            vector_names.append(name)
-        elif kind == "uv":
-            params.append(f"s{j}")
-            bit = 1 << len(vector_names)
+        if kind in _BINDER_FIELDS:
+            names, lines = _BINDER_FIELDS[kind]
+            body += [line.format(j=j, key=key) for line in lines]
+        else:
+            names, present, make = _BINDER_VECTORS[kind]
             body += [f"        s = s{j}[i]",
-                     "        if s is not None:",
-                     f"            d[{key}] = LUV(s)",
-                     f"            m |= {bit}",
+                     f"        if {present}:",
+                     f"            d[{key}] = {make.format(j=j)}",
+                     f"            m |= {1 << len(vector_names)}",
                      "        else:",
                      f"            d[{key}] = []"]
             vector_names.append(name)
-        else:  # pragma: no cover
-            raise AssertionError(kind)
+        params += [f"{prefix}{j}" for prefix in names]
     for j, name in enumerate(decl.extra_defaults):
         body.append(f"        d[{name!r}] = x{j}()")
     body += ["        p = PS.get(m)",
@@ -1034,37 +1020,44 @@ class FlatBufferReader:
         g.cols[f.name] = ("v", values)
 
     def _union_field(self, g, f, T, vb, vsize, tsize):
+        if f.kind == "union":
+            return self._single_union_field(g, f, T, vb, vsize, tsize)
+        return self._union_vector_field(g, f, T, vb, vsize, tsize)
+
+    def _single_union_field(self, g, f, T, vb, vsize, tsize):
+        """A union: its type byte at id - 1, its table at id."""
         members = f.union.members
         nmembers = len(members)
+        vte_t = self._vte(vb, vsize, f.id - 1)
+        vte_v = self._vte(vb, vsize, f.id)
+        has_t = vte_t != 0
+        self._check(g, ~has_t & (vte_v != 0), "union cannot have a table without a type",
+                    f".{f.name}")
+        self._check(g, has_t & (vte_t + 1 > tsize), "table field out of range",
+                    f".{f.name}_type")
+        types = np.where(has_t, self.u8[np.where(has_t, T + vte_t, 0)], 0).astype(np.int64)
+        self._check(g, (types == 0) & (vte_v != 0),
+                    "union type NONE cannot have a value", f".{f.name}")
+        self._check(g, types > nmembers, f"union type out of range (> {nmembers})",
+                    f".{f.name}_type")
+        present, slot = self._offset_slots(g, f, T, vb, vsize, tsize)
+        ci = np.full(g.n, -1, np.int64)
+        groups: dict[int, _Group | None] = {0: None}
+        children = []
+        for code in range(1, nmembers + 1):
+            idx = np.nonzero(present & (types == code))[0]
+            child = _Group(self, members[code - 1].__fb__, g, f.name, idx, None)
+            self._spend(len(idx), g, f".{f.name}")
+            groups[code] = child
+            ci[idx] = np.arange(len(idx))
+            if len(idx):
+                children.append((child, slot[idx]))
+        g.cols[f.name] = ("u", types.tolist(), ci.tolist(), groups)
+        return children
+
+    def _union_vector_field(self, g, f, T, vb, vsize, tsize):
+        """A union vector: its types vector at id - 1, its values vector at id."""
         n_all = g.n
-        if f.kind == "union":
-            vte_t = self._vte(vb, vsize, f.id - 1)
-            vte_v = self._vte(vb, vsize, f.id)
-            has_t = vte_t != 0
-            self._check(g, ~has_t & (vte_v != 0), "union cannot have a table without a type",
-                        f".{f.name}")
-            self._check(g, has_t & (vte_t + 1 > tsize), "table field out of range",
-                        f".{f.name}_type")
-            types = np.where(has_t, self.u8[np.where(has_t, T + vte_t, 0)], 0).astype(np.int64)
-            self._check(g, (types == 0) & (vte_v != 0),
-                        "union type NONE cannot have a value", f".{f.name}")
-            self._check(g, types > nmembers, f"union type out of range (> {nmembers})",
-                        f".{f.name}_type")
-            present, slot = self._offset_slots(g, f, T, vb, vsize, tsize)
-            ci = np.full(n_all, -1, np.int64)
-            groups: dict[int, _Group | None] = {0: None}
-            children = []
-            for code in range(1, nmembers + 1):
-                idx = np.nonzero(present & (types == code))[0]
-                child = _Group(self, members[code - 1].__fb__, g, f.name, idx, None)
-                self._spend(len(idx), g, f".{f.name}")
-                groups[code] = child
-                ci[idx] = np.arange(len(idx))
-                if len(idx):
-                    children.append((child, slot[idx]))
-            g.cols[f.name] = ("u", types.tolist(), ci.tolist(), groups)
-            return children
-        # union vector: types vector at id - 1, values at id.
         vte_t = self._vte(vb, vsize, f.id - 1)
         has_t = vte_t != 0
         slot_t = T + vte_t
@@ -1089,13 +1082,20 @@ class FlatBufferReader:
         vdata, vcount = self._vector_headers(g, f.name, idx, slot_v[idx], 4, 4)
         self._check(g, vcount != tcnt[idx], "union vector length mismatch", f".{f.name}",
                     idx)
-        total = int(vcount.sum())
-        self._spend(total, g, f".{f.name}")
+        self._spend(int(vcount.sum()), g, f".{f.name}")
         elem_slots, within, parents = _expand(vdata, vcount, 4, idx)
         type_pos, _, _ = _expand(tpos[idx], vcount, 1, idx)
         types = self.u8[type_pos].astype(np.int64)
-        elem_off = self.u32[elem_slots >> 2].astype(np.int64)
+        return self._union_vector_elements(g, f, idx, vcount, types, elem_slots, within,
+                                           parents)
 
+    def _union_vector_elements(self, g, f, idx, vcount, types, elem_slots, within, parents):
+        """Checks the elements of union vectors (their types read) and groups them by
+        member; the column holds, per row, its elements' (member group, index)."""
+        members = f.union.members
+        nmembers = len(members)
+        total = len(types)
+        elem_off = self.u32[elem_slots >> 2].astype(np.int64)
         elems = _Group(self, g.decl, g, f.name, parents, within)
         self._check(elems, (elem_off == 0) & (types != 0),
                     "union element absent without type NONE")
@@ -1114,13 +1114,9 @@ class FlatBufferReader:
             local[sel] = np.arange(len(sel))
             if len(sel):
                 children.append((child, elem_slots[sel]))
-        items_col: list = [None] * n_all
-        if total:
-            types_l = types.tolist()
-            local_l = local.tolist()
-            pairs = [(member_groups[t], li) for t, li in zip(types_l, local_l)]
-        else:
-            pairs = []
+        items_col: list = [None] * g.n
+        pairs = [(member_groups[t], li) for t, li in zip(types.tolist(), local.tolist())] \
+            if total else []
         pos = 0
         for i, c in zip(idx.tolist(), vcount.tolist()):
             items_col[i] = pairs[pos:pos + c]
@@ -1193,59 +1189,78 @@ class FlatBufferBuilder:
         decl = getattr(type(obj), "__fb__", None)
         if not isinstance(decl, TableDecl):
             raise ModuleFormatError(f"cannot write {type(obj).__name__} as a table")
-        inline: list[tuple[int, int, int, bytes | None, Any]] = []
-        # (size, id, ..., payload bytes for scalars, deferred child for offsets)
+        # (size, id, payload bytes for scalars, deferred child for offsets)
+        inline: list[tuple[int, int, bytes | None, Any]] = []
         for f in decl.fields:
-            value = getattr(obj, f.name)
-            kind = f.kind
-            if kind == "scalar":
-                if value is None:
-                    value = f.default
-                if not isinstance(value, int):
-                    raise ModuleFormatError(f"{decl.name}.{f.name} must be an int, "
-                                            f"not {type(value).__name__}")
-                if value == f.default and not self.force_defaults:
-                    continue
-                st = f.type.base if isinstance(f.type, EnumDecl) else f.type
-                if not st.lo <= value <= st.hi:
-                    raise ModuleFormatError(
-                        f"{decl.name}.{f.name} = {value} out of range for {st.name}")
-                inline.append((st.size, f.id, struct.pack(st.fmt, value), None))
-            elif kind == "string":
-                if value is not None:
-                    inline.append((4, f.id, None, ("string", f, value)))
-                elif f.required:
-                    raise ModuleFormatError(f"{decl.name}.{f.name} is required")
-            elif kind == "table":
-                if value is not None:
-                    inline.append((4, f.id, None, ("table", f, value)))
-            elif kind == "vector":
-                if is_vector_present(obj, f.name):
-                    inline.append((4, f.id, None, ("vector", f, value)))
-            elif kind == "union":
-                if value is not None:
-                    code = f.union.type_of(value)
-                    inline.append((1, f.id - 1, bytes([code]), None))
-                    inline.append((4, f.id, None, ("table", f, value)))
-            elif kind == "union_vector":
-                if is_vector_present(obj, f.name):
-                    items = list(value)
-                    codes = bytes(f.union.type_of(v) if v is not None else 0
-                                  for v in items)
-                    inline.append((4, f.id - 1, None, ("bytes", f, codes)))
-                    inline.append((4, f.id, None, ("union_values", f, items)))
+            inline += self._inline_fields(obj, decl, f)
         # Largest first keeps every field naturally aligned after the soffset:
         # with 8-byte fields the table goes at 4 mod 8 so that offset 4 (just
         # after the soffset) is 8-aligned, and offsets then only grow.
         inline.sort(key=lambda e: (-e[0], e[1]))
         offsets: dict[int, int] = {}
         pos = 4
-        has8 = bool(inline) and inline[0][0] == 8
         for size, fid, _, _ in inline:
             pos = (pos + size - 1) // size * size if size < 8 else pos
             offsets[fid] = pos
             pos += size
-        tsize = pos
+        t_pos = self._table_start(offsets, pos, bool(inline) and inline[0][0] == 8)
+        deferred = []
+        for size, fid, payload, child in inline:
+            at = t_pos + offsets[fid]
+            if payload is not None:
+                self.buf[at:at + len(payload)] = payload
+            else:
+                deferred.append((at, child))
+        for at, (what, f, value) in deferred:
+            self.patch_uoffset(at, self._child(obj, what, f, value))
+        return t_pos
+
+    def _inline_fields(self, obj, decl: TableDecl, f) -> list:
+        """The inline slots field `f` of `obj` takes (none when absent or a default):
+        (size, id, payload bytes of a scalar, or the child to write and point to)."""
+        value = getattr(obj, f.name)
+        kind = f.kind
+        if kind == "scalar":
+            return self._scalar_field(decl, f, value)
+        if kind == "string":
+            if value is None and f.required:
+                raise ModuleFormatError(f"{decl.name}.{f.name} is required")
+            return [] if value is None else [(4, f.id, None, ("string", f, value))]
+        if kind == "table":
+            return [] if value is None else [(4, f.id, None, ("table", f, value))]
+        if kind == "vector":
+            return [(4, f.id, None, ("vector", f, value))] \
+                if is_vector_present(obj, f.name) else []
+        if kind == "union":
+            if value is None:
+                return []
+            return [(1, f.id - 1, bytes([f.union.type_of(value)]), None),
+                    (4, f.id, None, ("table", f, value))]
+        if kind == "union_vector" and is_vector_present(obj, f.name):
+            items = list(value)
+            codes = bytes(f.union.type_of(v) if v is not None else 0 for v in items)
+            return [(4, f.id - 1, None, ("bytes", f, codes)),
+                    (4, f.id, None, ("union_values", f, items))]
+        return []
+
+    def _scalar_field(self, decl: TableDecl, f, value) -> list:
+        if value is None:
+            value = f.default
+        if not isinstance(value, int):
+            raise ModuleFormatError(f"{decl.name}.{f.name} must be an int, "
+                                    f"not {type(value).__name__}")
+        if value == f.default and not self.force_defaults:
+            return []
+        st = f.type.base if isinstance(f.type, EnumDecl) else f.type
+        if not st.lo <= value <= st.hi:
+            raise ModuleFormatError(
+                f"{decl.name}.{f.name} = {value} out of range for {st.name}")
+        return [(st.size, f.id, struct.pack(st.fmt, value), None)]
+
+    def _table_start(self, offsets: dict[int, int], tsize: int, has8: bool) -> int:
+        """Writes the vtable of a table with fields at `offsets` (shared with an equal
+        one already written) and the table's zeroed bytes pointing at it; the table's
+        position."""
         max_id = max(offsets) if offsets else -1
         entries = [0] * (max_id + 1)
         for fid, o in offsets.items():
@@ -1264,15 +1279,6 @@ class FlatBufferBuilder:
         t_pos = len(self.buf)
         self.buf += bytes(tsize)
         struct.pack_into("<i", self.buf, t_pos, t_pos - vt_pos)
-        deferred = []
-        for size, fid, payload, child in inline:
-            at = t_pos + offsets[fid]
-            if payload is not None:
-                self.buf[at:at + len(payload)] = payload
-            else:
-                deferred.append((at, child))
-        for at, (what, f, value) in deferred:
-            self.patch_uoffset(at, self._child(obj, what, f, value))
         return t_pos
 
     def _child(self, owner, what, f, value) -> int:

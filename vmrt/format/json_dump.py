@@ -66,86 +66,67 @@ class _Printer:
 
     def table(self, obj):
         decl: TableDecl = type(obj).__fb__
-        out = self.out
         self.start("{")
         count = 0
         for f in decl.fields:
-            kind = f.kind
             value = getattr(obj, f.name)
-            if kind == "scalar":
-                if value is None or value == f.default:
-                    continue
-                if count:
-                    out.append(",")
-                count += 1
-                self.name(f.name)
-                t = f.type
-                out.append(enum_text(t, value) if isinstance(t, EnumDecl) else str(value))
-            elif kind == "string":
-                if value is None:
-                    continue
-                if count:
-                    out.append(",")
-                count += 1
-                self.name(f.name)
-                out.append(json_string(value))
-            elif kind == "table":
-                if value is None:
-                    continue
-                if count:
-                    out.append(",")
-                count += 1
-                self.name(f.name)
-                self.table(value)
-            elif kind == "vector":
-                if not is_vector_present(obj, f.name):
-                    continue
-                if count:
-                    out.append(",")
-                count += 1
-                self.name(f.name)
-                self.vector(f, value)
-            elif kind == "union":
-                if value is None:
-                    continue
-                if count:
-                    out.append(",")
-                count += 1
-                self.nl()
-                out.append('"' + f.name + '_type":' + (" " if self.indent else ""))
-                out.append('"' + type(value).__fb__.name + '"')
-                out.append(",")
-                self.name(f.name)
-                self.table(value)
-            elif kind == "union_vector":
-                if not is_vector_present(obj, f.name):
-                    continue
-                items = list(value)
-                if count:
-                    out.append(",")
-                count += 1
-                self.name(f.name + "_type")
-                self.start("[")
-                for i, item in enumerate(items):
-                    if i:
-                        out.append(",")
-                    self.nl()
-                    out.append('"' + (type(item).__fb__.name if item is not None
-                                      else "NONE") + '"')
-                self.end("]")
-                out.append(",")
-                count += 1
-                self.name(f.name)
-                self.start("[")
-                for i, item in enumerate(items):
-                    if i:
-                        out.append(",")
-                    if item is None:
-                        out.append("null")
-                    else:
-                        self.table(item)
-                self.end("]")
+            if f.kind == "scalar":
+                present = value is not None and value != f.default
+            elif f.kind in ("vector", "union_vector"):
+                present = is_vector_present(obj, f.name)
+            else:
+                present = value is not None
+            if not present:
+                continue
+            if count:
+                self.out.append(",")
+            count += 1
+            # (a union, or union vector, writes its `<name>_type` field first, as flatc)
+            self.name(f.name + "_type" if f.kind in ("union", "union_vector") else f.name)
+            getattr(self, "_" + f.kind)(f, value)
         self.end("}")
+
+    # The value of each kind of table field, after its name.
+    def _scalar(self, f, value):
+        t = f.type
+        self.out.append(enum_text(t, value) if isinstance(t, EnumDecl) else str(value))
+
+    def _string(self, f, value):
+        self.out.append(json_string(value))
+
+    def _table(self, f, value):
+        self.table(value)
+
+    def _vector(self, f, value):
+        self.vector(f, value)
+
+    def _union(self, f, value):
+        self.out.append('"' + type(value).__fb__.name + '"')
+        self.out.append(",")
+        self.name(f.name)
+        self.table(value)
+
+    def _union_vector(self, f, value):
+        out = self.out
+        items = list(value)
+        self.start("[")
+        for i, item in enumerate(items):
+            if i:
+                out.append(",")
+            self.nl()
+            out.append('"' + (type(item).__fb__.name if item is not None else "NONE") + '"')
+        self.end("]")
+        out.append(",")
+        self.name(f.name)
+        self.start("[")
+        for i, item in enumerate(items):
+            if i:
+                out.append(",")
+            if item is None:
+                out.append("null")
+            else:
+                self.table(item)
+        self.end("]")
 
     def vector(self, f, value):
         out = self.out

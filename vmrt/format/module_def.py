@@ -262,17 +262,6 @@ class BytecodeModuleDef:
 #: The module object model is the root table.
 ModuleDef = BytecodeModuleDef
 
-#: Tables, structs, enums and unions of the schema by name.
-SCHEMA = {
-    x.__name__ if isinstance(x, type) else x.name: x
-    for x in (FeatureBits, AttrDef, TypeDef, FunctionSignatureDef, ModuleDependencyFlagBits,
-              ModuleDependencyDef, ImportFlagBits, ImportFunctionDef, ExportFunctionDef,
-              UncompressedDataDef, CompressionTypeDef, RodataSegmentDef, RwdataSegmentDef,
-              ModuleStateDef, FunctionDescriptor, CallSiteLocDef, FileLineColLocDef,
-              FusedLocDef, NameLocDef, LocationTypeDef, BytecodeLocationDef,
-              FunctionSourceMapDef, DebugDatabaseDef, BytecodeModuleDef)
-}
-
 # --------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------

@@ -5,6 +5,8 @@ It knows nothing of the VM's calling conventions: `vmrt.modules.hal` exposes it
 to VM programs and registers its objects as ref types.
 """
 
+from vmrt.elements import ElementType
+from vmrt.errors import HalError
 from vmrt.hal.allocator import HeapAllocator
 from vmrt.hal.buffer import Buffer
 from vmrt.hal.buffer_view import BufferView, compute_view_size
@@ -14,8 +16,7 @@ from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader, Fun
 from vmrt.hal.file import MemoryFile
 from vmrt.hal.semaphore import Fence, Semaphore
 from vmrt.hal.types import (
-    BufferUsage, CommandBufferMode, CommandCategory, ElementType, EncodingType, HalError,
-    MemoryAccess, MemoryType,
+    BufferUsage, CommandBufferMode, CommandCategory, EncodingType, MemoryAccess, MemoryType,
 )
 
 __all__ = [

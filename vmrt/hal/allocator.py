@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vmrt.errors import StatusCode
+from vmrt.errors import HalError, StatusCode
 from vmrt.hal.buffer import Buffer
-from vmrt.hal.types import (
-    BufferCompatibility, BufferUsage, HalError, MemoryAccess, MemoryType,
-)
+from vmrt.hal.types import BufferCompatibility, BufferUsage, MemoryAccess, MemoryType
 from vmrt.vm.ref import RefObject
 
 _DEVICE_VISIBLE = int(MemoryType.DEVICE_VISIBLE)

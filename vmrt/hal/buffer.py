@@ -13,9 +13,9 @@ import ctypes
 import mmap
 import threading
 
-from vmrt.errors import StatusCode
+from vmrt.errors import HalError, StatusCode
 from vmrt.hal.types import (
-    WHOLE_BUFFER, BufferUsage, HalError, MemoryAccess, MemoryType, format_buffer_usage,
+    WHOLE_BUFFER, BufferUsage, MemoryAccess, MemoryType, format_buffer_usage,
     format_memory_access, format_memory_type,
 )
 from vmrt.vm.ref import RefObject
@@ -221,17 +221,6 @@ class Buffer(RefObject):
         return Buffer(root.storage, root.memory_type, root.allowed_access, root.allowed_usage,
                       allocated=root, byte_offset=start, byte_length=length,
                       queue_affinity=root.queue_affinity)
-
-    def check_range(self, offset: int, length: int) -> None:
-        """iree_hal_buffer_validate_range: [offset, offset+length) lies in the buffer."""
-        if offset < 0 or offset > self.byte_length:
-            raise HalError("attempted to access an address off the end of the valid buffer "
-                           f"range (offset={offset}, length={length}, buffer byte_length="
-                           f"{self.byte_length})", StatusCode.OUT_OF_RANGE)
-        if length and (length < 0 or offset + length > self.byte_length):
-            raise HalError("attempted to access an address outside of the valid buffer range "
-                           f"(offset={offset}, length={length}, end(inc)={offset + length - 1}, "
-                           f"buffer byte_length={self.byte_length})", StatusCode.OUT_OF_RANGE)
 
     # -- mapping -------------------------------------------------------------------------------
     def map_range(self, access: int, offset: int = 0, length: int = WHOLE_BUFFER,

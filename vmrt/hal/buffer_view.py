@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-from vmrt.errors import StatusCode
-from vmrt.hal.buffer import Buffer
-from vmrt.hal.types import (
-    EncodingType, HalError, element_bit_count, element_packed_byte_count,
+from vmrt.elements import (
+    MAX_RANK, element_bit_count, element_packed_byte_count, format_shape_and_type,
 )
+from vmrt.errors import HalError, StatusCode
+from vmrt.hal.buffer import Buffer
+from vmrt.hal.types import EncodingType
 from vmrt.vm.ref import RefObject
 
-#: Largest rank the tools accept (upstream's parser and VLA casts use 128).
-MAX_RANK = 128
 _DEVICE_SIZE_MAX = (1 << 64) - 1
 
 
@@ -77,5 +76,4 @@ class BufferView(RefObject):
         return self.shape[index]
 
     def __repr__(self) -> str:
-        from vmrt.hal.buffer_view_io import format_shape_and_type
         return f"<hal.buffer_view {format_shape_and_type(self.shape, self.element_type)}>"

@@ -16,192 +16,27 @@ import math
 import re
 import struct
 
-from vmrt.errors import StatusCode
-from vmrt.memory import fill_pattern
-from vmrt.hal import small_float
-from vmrt.hal.buffer_view import MAX_RANK, BufferView, compute_view_size
-from vmrt.hal.types import (
-    BufferUsage, ElementType, EncodingType, HalError, MemoryAccess, MemoryType,
-    NumericalType, element_bit_count, element_byte_count, element_numerical_type,
-    make_element_type,
+from vmrt.elements import (
+    NARROW_FLOATS, ElementType, NumericalType, atof, atoi, e8m0_to_f32, element_bit_count,
+    element_byte_count, format_element_type, format_shape_and_type, make_element_type,
+    parse_element, parse_shape_and_type, strip_quotes, to_f32,
 )
+from vmrt.errors import HalError, StatusCode
+from vmrt.hal.buffer_view import BufferView, compute_view_size
+from vmrt.hal.types import BufferUsage, EncodingType, MemoryAccess, MemoryType
+from vmrt.memory import fill_pattern
 
 E = ElementType
-
-# -- shapes and element types ----------------------------------------------------------------------
-
-
-def parse_shape(text: str) -> tuple[int, ...]:
-    """`2x3` -> (2, 3); the empty string is a scalar shape ()."""
-    if not text:
-        return ()
-    dims = []
-    parts = text.split("x")
-    for index, part in enumerate(parts):
-        value = _parse_c_integer(part, signed=True, bits=64)
-        if value is None or value < 0:
-            raise HalError(f"shape[{index}] invalid value '{part}' of '{text}'",
-                           StatusCode.INVALID_ARGUMENT)
-        dims.append(value)
-    if len(dims) > MAX_RANK:
-        raise HalError(f"a shape rank of {len(dims)} is just a little bit excessive, eh?",
-                       StatusCode.RESOURCE_EXHAUSTED)
-    return tuple(dims)
-
-
-def format_shape(shape) -> str:
-    return "x".join(str(d) for d in shape)
-
-
-_SPECIAL_TYPE_NAMES = {
-    E.FLOAT_8_E5M2: "f8E5M2", E.FLOAT_8_E4M3_FN: "f8E4M3FN",
-    E.FLOAT_8_E5M2_FNUZ: "f8E5M2FNUZ", E.FLOAT_8_E4M3_FNUZ: "f8E4M3FNUZ",
-    E.FLOAT_8_E8M0_FNU: "f8E8M0FNU",
-}
-_SPECIAL_TYPES = {name: int(t) for t, name in _SPECIAL_TYPE_NAMES.items()}
-_TYPE_PREFIXES = (("i", NumericalType.INTEGER), ("si", NumericalType.INTEGER_SIGNED),
-                  ("ui", NumericalType.INTEGER_UNSIGNED), ("f", NumericalType.FLOAT_IEEE),
-                  ("bf", NumericalType.FLOAT_BRAIN), ("cf", NumericalType.FLOAT_COMPLEX),
-                  ("x", NumericalType.UNKNOWN), ("*", NumericalType.UNKNOWN))
-_PREFIX_OF = {NumericalType.BOOLEAN: "i", NumericalType.INTEGER: "i",
-              NumericalType.INTEGER_SIGNED: "si", NumericalType.INTEGER_UNSIGNED: "ui",
-              NumericalType.FLOAT_IEEE: "f", NumericalType.FLOAT_BRAIN: "bf",
-              NumericalType.FLOAT_COMPLEX: "cf"}
-
-
-def parse_element_type(text: str) -> int:
-    """`f32`, `i8`, `si16`, `ui64`, `bf16`, `cf64`, `i1` (bool), `x8`/`*8`
-    (opaque), `f8E4M3FN`... -> the IREE element type value."""
-    if text == "i1":
-        return int(E.BOOL_8)
-    special = _SPECIAL_TYPES.get(text)
-    if special is not None:
-        return special
-    # Longest prefix first ("si" before "i", "bf" before "f").
-    for prefix, numerical in sorted(_TYPE_PREFIXES, key=lambda p: -len(p[0])):
-        if text.startswith(prefix):
-            bits = _parse_c_integer(text[len(prefix):], signed=False, bits=32, limit=16)
-            if bits is None or bits > 0xFF:
-                raise HalError(f"out of range bit count in '{text}'",
-                               StatusCode.INVALID_ARGUMENT)
-            return make_element_type(numerical, bits)
-    raise HalError(f"unhandled element type prefix in '{text}'", StatusCode.INVALID_ARGUMENT)
-
-
-def format_element_type(element_type: int) -> str:
-    special = _SPECIAL_TYPE_NAMES.get(element_type)
-    if special is not None:
-        return special
-    numerical = element_numerical_type(element_type)
-    bits = element_bit_count(element_type)
-    if numerical == NumericalType.BOOLEAN:
-        return "i1"
-    return f"{_PREFIX_OF.get(numerical, '*')}{bits}"
-
-
-def format_shape_and_type(shape, element_type: int) -> str:
-    prefix = format_shape(shape) + "x" if shape else ""
-    return prefix + format_element_type(element_type)
-
-
-def parse_shape_and_type(text: str) -> tuple[tuple[int, ...], int]:
-    """`2x3xf32` (anything after an `=` is ignored) -> ((2, 3), FLOAT_32)."""
-    text = _strip_quotes(text)
-    if not text:
-        raise HalError("empty string input", StatusCode.INVALID_ARGUMENT)
-    metadata = text.split("=", 1)[0]
-    shape_text, sep, type_text = metadata.rpartition("x")
-    if not sep:
-        shape_text, type_text = "", metadata
-    return parse_shape(shape_text), parse_element_type(type_text)
-
-
-def _strip_quotes(text: str) -> str:
-    text = text.strip()
-    if text.startswith('"'):
-        text = text[1:]
-    if text.endswith('"'):
-        text = text[:-1]
-    return text
-
-
-# -- C number parsing (strtol/strtoul/strtof/strtod prefixes, as upstream's atoi/atof) -------------
-_C_INT = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
-_C_FLOAT = re.compile(
-    r"\s*[+-]?(?:inf(?:inity)?|nan(?:\([0-9A-Za-z_]*\))?"
-    r"|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
-    r"|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)", re.IGNORECASE)
-
-
-def _parse_c_integer(text: str, *, signed: bool, bits: int, limit: int = 32) -> int | None:
-    """What iree_string_view_atoi_{int,uint}{32,64} would store, or None when
-    it fails: base 0 (0x.. hex, 0.. octal), trailing text ignored, values out
-    of the C long/unsigned long range rejected, the rest wrapped to `bits`."""
-    if len(text) >= limit:
-        return None
-    match = _C_INT.match(text)
-    if match is None:
-        return None
-    sign, digits = match.groups()
-    if digits[:2] in ("0x", "0X"):
-        magnitude = int(digits[2:], 16)
-    elif len(digits) > 1 and digits[0] == "0":
-        magnitude = int(digits, 8)
-    else:
-        magnitude = int(digits)
-    value = -magnitude if sign == "-" else magnitude
-    if signed:
-        if not -(1 << 63) <= value < (1 << 63):
-            return None
-        value &= (1 << bits) - 1
-        return value - (1 << bits) if value >> (bits - 1) else value
-    if magnitude >= 1 << 64:
-        return None
-    return value & ((1 << bits) - 1)
-
-
-def _parse_c_float(text: str, single: bool) -> float | None:
-    """iree_string_view_atof/atod: a strtof/strtod prefix; underflow to zero fails."""
-    if len(text) >= 32:
-        return None
-    match = _C_FLOAT.match(text)
-    if match is None:
-        return None
-    token = match.group(0).strip()
-    lower = token.lower().lstrip("+-")
-    negative = token.startswith("-")
-    if lower.startswith("nan"):
-        return -math.nan if negative else math.nan
-    if lower.startswith("inf"):
-        return -math.inf if negative else math.inf
-    if lower.startswith("0x"):
-        body = token.lstrip("+-")
-        value = float.fromhex(("-" if negative else "") + body)
-    else:
-        value = float(token)
-    if single:
-        value = _round_f32(value)
-    if value == 0 and not _mantissa_is_zero(lower):
-        return None  # ERANGE underflow: upstream reports failure
-    return value
-
-
-def _mantissa_is_zero(token: str) -> bool:
-    """True when an unsigned decimal/hex float token spells a zero."""
-    if token.startswith("0x"):
-        return not re.search(r"[1-9a-f]", token[2:].split("p")[0])
-    return not re.search(r"[1-9]", token.split("e")[0])
 
 
 def parse_scalar(text: str, kind: str):
     """A primitive `--input` for cconv type `kind` (i, I, f, F) as
-    iree-run-module parses it (C strtol/strtod rules, see above)."""
+    iree-run-module parses it (C strtol/strtod rules, see vmrt.elements.atoi)."""
     text = text.strip()
     if kind in ("i", "I"):
-        value = _parse_c_integer(text, signed=True, bits=32 if kind == "i" else 64,
-                                 limit=16 if kind == "i" else 32)
+        value = atoi(text, 32 if kind == "i" else 64)
     elif kind in ("f", "F"):
-        value = _parse_c_float(text, single=kind == "f")
+        value = atof(text, 32 if kind == "f" else 64)
     else:
         raise HalError(f"unimplemented cconv type `{kind}`", StatusCode.UNIMPLEMENTED)
     if value is None:
@@ -210,87 +45,13 @@ def parse_scalar(text: str, kind: str):
     return value
 
 
-def _round_f32(value: float) -> float:
-    try:
-        return struct.unpack("<f", struct.pack("<f", value))[0]
-    except OverflowError:
-        return math.copysign(math.inf, value)
-
-
 # -- elements --------------------------------------------------------------------------------------
 _INT_FORMATS = {
-    int(E.INT_8): ("b", True), int(E.SINT_8): ("b", True), int(E.UINT_8): ("B", False),
-    int(E.INT_16): ("h", True), int(E.SINT_16): ("h", True), int(E.UINT_16): ("H", False),
-    int(E.INT_32): ("i", True), int(E.SINT_32): ("i", True), int(E.UINT_32): ("I", False),
-    int(E.INT_64): ("q", True), int(E.SINT_64): ("q", True), int(E.UINT_64): ("Q", False),
+    int(E.INT_8): "b", int(E.SINT_8): "b", int(E.UINT_8): "B",
+    int(E.INT_16): "h", int(E.SINT_16): "h", int(E.UINT_16): "H",
+    int(E.INT_32): "i", int(E.SINT_32): "i", int(E.UINT_32): "I",
+    int(E.INT_64): "q", int(E.SINT_64): "q", int(E.UINT_64): "Q",
 }
-_NARROW_FLOATS = {
-    int(E.FLOAT_16): ("H", small_float.F16), int(E.BFLOAT_16): ("H", small_float.BF16),
-    int(E.FLOAT_8_E5M2): ("B", small_float.F8E5M2),
-    int(E.FLOAT_8_E4M3_FN): ("B", small_float.F8E4M3FN),
-    int(E.FLOAT_8_E5M2_FNUZ): ("B", small_float.F8E5M2FNUZ),
-    int(E.FLOAT_8_E4M3_FNUZ): ("B", small_float.F8E4M3FNUZ),
-}
-
-
-def parse_element(text: str, element_type: int) -> bytes:
-    """One element's bytes (little-endian); INVALID_ARGUMENT when it does not parse."""
-    element_type = int(element_type)
-    bad = HalError(f"cannot parse `{text}` as {format_element_type(element_type)}",
-                   StatusCode.INVALID_ARGUMENT)
-    if element_type in (E.INT_8, E.INT_16):
-        value = _parse_c_integer(text, signed=True, bits=32, limit=16)
-        low, high = (-128, 255) if element_type == E.INT_8 else (-32768, 65535)
-        if value is None or not low <= value <= high:
-            raise bad
-        return (value & (0xFF if element_type == E.INT_8 else 0xFFFF)).to_bytes(
-            element_byte_count(element_type), "little")
-    if element_type in (E.SINT_8, E.SINT_16):
-        value = _parse_c_integer(text, signed=True, bits=32, limit=16)
-        if value is None or value > (127 if element_type == E.SINT_8 else 32767):
-            raise bad
-        size = element_byte_count(element_type)
-        return (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
-    if element_type in (E.UINT_8, E.UINT_16):
-        value = _parse_c_integer(text, signed=False, bits=32, limit=16)
-        if value is None or value > (255 if element_type == E.UINT_8 else 65535):
-            raise bad
-        return value.to_bytes(element_byte_count(element_type), "little")
-    if element_type in (E.INT_32, E.SINT_32, E.UINT_32, E.INT_64, E.SINT_64, E.UINT_64):
-        bits = element_bit_count(element_type)
-        signed = element_type != E.UINT_32 and element_type != E.UINT_64
-        value = _parse_c_integer(text, signed=signed, bits=bits, limit=16 if bits == 32 else 32)
-        if value is None:
-            raise bad
-        return (value & ((1 << bits) - 1)).to_bytes(bits // 8, "little")
-    if element_type == E.FLOAT_32:
-        value = _parse_c_float(text, single=True)
-        if value is None:
-            raise bad
-        return struct.pack("<f", value)
-    if element_type == E.FLOAT_64:
-        value = _parse_c_float(text, single=False)
-        if value is None:
-            raise bad
-        return struct.pack("<d", value)
-    narrow = _NARROW_FLOATS.get(element_type)
-    if narrow is not None or element_type == E.FLOAT_8_E8M0_FNU:
-        value = _parse_c_float(text, single=True)
-        if value is None:
-            raise bad
-        if narrow is None:
-            return bytes([small_float.f32_to_e8m0(value)])
-        code, fmt = narrow
-        return struct.pack("<" + code, small_float.from_f32(value, fmt))
-    # Everything else (i1, opaque, complex, i4...) is written as hex bytes.
-    size = element_byte_count(element_type)
-    if len(text) != size * 2:
-        raise HalError(f"binary hex element count mismatch: buffer length={len(text)} < "
-                       f"expected={size * 2}", StatusCode.INVALID_ARGUMENT)
-    try:
-        return bytes.fromhex(text)
-    except ValueError:
-        raise bad from None
 
 
 _SEPARATORS = re.compile(r"[\s,\[\]]+")
@@ -344,7 +105,7 @@ def element_formatter(element_type: int):
     element_type = int(element_type)
     int_format = _INT_FORMATS.get(element_type)
     if int_format is not None:
-        unpack = struct.Struct("<" + int_format[0]).unpack
+        unpack = struct.Struct("<" + int_format).unpack
         return lambda data: str(unpack(data)[0])
     if element_type == E.FLOAT_32:
         unpack = struct.Struct("<f").unpack
@@ -352,13 +113,13 @@ def element_formatter(element_type: int):
     if element_type == E.FLOAT_64:
         unpack = struct.Struct("<d").unpack
         return lambda data: _format_float(unpack(data)[0])
-    narrow = _NARROW_FLOATS.get(element_type)
+    narrow = NARROW_FLOATS.get(element_type)
     if narrow is not None:
         unpack = struct.Struct("<" + narrow[0]).unpack
         fmt = narrow[1]
-        return lambda data: _format_float(small_float.to_f32(unpack(data)[0], fmt))
+        return lambda data: _format_float(to_f32(unpack(data)[0], fmt))
     if element_type == E.FLOAT_8_E8M0_FNU:
-        return lambda data: _format_float(small_float.e8m0_to_f32(data[0]))
+        return lambda data: _format_float(e8m0_to_f32(data[0]))
     return lambda data: bytes(data).hex().upper()
 
 
@@ -425,9 +186,7 @@ def buffer_view_from_bytes(device_or_allocator, shape, element_type: int, data) 
 
 def parse_buffer_view(text: str, device_or_allocator) -> BufferView:
     """iree_hal_buffer_view_parse: `2x3xf32=1 2 3 4 5 6`, `f32=2.5`, `4xi8=7`."""
-    text = _strip_quotes(text)
-    if not text:
-        raise HalError("empty string input", StatusCode.INVALID_ARGUMENT)
+    text = strip_quotes(text)
     shape, element_type = parse_shape_and_type(text)
     _, _, data_text = text.partition("=")
     count = 1

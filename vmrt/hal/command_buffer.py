@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import struct
 
-from vmrt.errors import StatusCode
+from vmrt.errors import HalError, StatusCode
 from vmrt.hal.allocator import HeapAllocator, queue_compatibility
 from vmrt.hal.buffer import (
     buffers_overlap, calculate_range, fill_view,
@@ -20,9 +20,8 @@ from vmrt.hal.buffer import (
 )
 from vmrt.hal.executable import DispatchState, Executable
 from vmrt.hal.types import (
-    CUSTOM_ARGUMENTS, WHOLE_BUFFER, BufferCompatibility, BufferUsage,
-    CommandBufferMode, CommandCategory, HalError, MemoryAccess, MemoryType,
-    format_buffer_usage, format_command_category,
+    CUSTOM_ARGUMENTS, WHOLE_BUFFER, BufferCompatibility, BufferUsage, CommandBufferMode,
+    CommandCategory, MemoryAccess, MemoryType, format_buffer_usage, format_command_category,
 )
 from vmrt.vm.limits import current_guard
 from vmrt.vm.ref import RefObject
@@ -278,10 +277,6 @@ class CommandBuffer(RefObject):
 
     def __repr__(self) -> str:
         return f"<hal.command_buffer {len(self.commands)} commands>"
-
-    @property
-    def is_finalized(self) -> bool:
-        return self._ended
 
     # -- recording state ----------------------------------------------------------------------
     def begin(self) -> None:

@@ -18,14 +18,14 @@ import itertools
 import os
 import threading
 
-from vmrt.errors import StatusCode, VmrtError, release_frames
+from vmrt.errors import HalError, StatusCode, VmrtError, release_frames
 from vmrt.hal.allocator import HeapAllocator
 from vmrt.hal.buffer import Buffer, check_fill_pattern, fill_view, map_copy
 from vmrt.hal.command_buffer import CommandBuffer, DispatchCommand
 from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader
 from vmrt.hal.file import MemoryFile
 from vmrt.hal.semaphore import Fence, Semaphore
-from vmrt.hal.types import WHOLE_BUFFER, HalError, MemoryAccess
+from vmrt.hal.types import WHOLE_BUFFER, MemoryAccess
 from vmrt.vm.limits import carry_guard
 from vmrt.vm.ref import RefObject
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import weakref
 
-from vmrt.errors import StatusCode
-from vmrt.hal.types import HalError
+from vmrt.errors import HalError, StatusCode
 from vmrt.memory import c_extension
 
 # Machine code cannot be loaded without C: there is no Python twin.

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vmrt.errors import StatusCode
-from vmrt.hal.types import HalError
+from vmrt.errors import HalError, StatusCode
 from vmrt.vm.ref import RefObject
 
 #: IREE_HAL_EXECUTABLE_WORKGROUP_LOCAL_MEMORY_PAGE_SIZE.

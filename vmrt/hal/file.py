@@ -3,8 +3,8 @@ wraps host memory; runtime/src/iree/hal/file.h)."""
 
 from __future__ import annotations
 
-from vmrt.errors import StatusCode
-from vmrt.hal.types import HalError, MemoryAccess
+from vmrt.errors import HalError, StatusCode
+from vmrt.hal.types import MemoryAccess
 from vmrt.vm.ref import RefObject
 
 

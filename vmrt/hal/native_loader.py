@@ -9,9 +9,8 @@ from __future__ import annotations
 import platform
 import sys
 
-from vmrt.errors import StatusCode
+from vmrt.errors import HalError, StatusCode
 from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader, FunctionInfo
-from vmrt.hal.types import HalError
 from vmrt.memory import c_extension
 
 EMBEDDED_FORMAT = "embedded-elf-x86_64"

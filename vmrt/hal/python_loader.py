@@ -24,9 +24,8 @@ import json
 import threading
 from typing import Callable
 
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.errors import HalError, StatusCode, VmrtError
 from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader, FunctionInfo
-from vmrt.hal.types import HalError
 
 FORMAT = "vmrt-python-v0"
 

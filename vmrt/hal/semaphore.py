@@ -10,8 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from vmrt.errors import StatusCode, VmrtError, limit_of
-from vmrt.hal.types import HalError
+from vmrt.errors import HalError, StatusCode, VmrtError, limit_of
 from vmrt.vm.limits import current_guard
 from vmrt.vm.ref import RefObject
 
@@ -99,13 +98,6 @@ class Semaphore(RefObject):
         if failure is not None:
             raise copy_error(failure)
         return self._value
-
-    def reached(self, value: int) -> bool:
-        """True when `value` has been reached; raises when failed."""
-        failure = self._failure
-        if failure is not None:
-            raise copy_error(failure)
-        return self._value >= value
 
     def signal(self, value: int) -> None:
         with _CHANGED:
@@ -268,7 +260,3 @@ class Fence(RefObject):
 
         for semaphore, value in list(self.timepoints.items()):
             semaphore.on_reached(value, one)
-
-
-def timepoints_of(fence: Fence | None) -> list[tuple[Semaphore, int]]:
-    return [] if fence is None else list(fence.timepoints.items())

@@ -1,4 +1,4 @@
-"""HAL enumerations and bit fields with IREE's numeric values, and the HAL error type.
+"""HAL enumerations and bit fields with IREE's numeric values.
 
 Values match runtime/src/iree/hal/{buffer,buffer_view,command_buffer}.h so that
 the numbers a compiled module passes to the `hal` module mean the same here.
@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import enum
 
-from vmrt.errors import StatusCode, VmrtError
-
-
-class HalError(VmrtError):
-    """A failure reported by the host HAL (buffers, queues, executables)."""
-
-    default_code = StatusCode.INTERNAL
-
+# (Element types are IREE's HAL element types, but they live in vmrt.elements, below
+# the HAL, since parameter archives read them too; HalError lives in vmrt.errors.
+# Re-exported here only for vmrt.modules.hal until it imports them from there.)
 
 #: IREE_HAL_WHOLE_BUFFER as the VM passes it (an i64 of -1) and as a device size.
 WHOLE_BUFFER = -1
@@ -122,107 +117,6 @@ CUSTOM_ARGUMENTS = DispatchFlags.CUSTOM_DIRECT_ARGUMENTS | \
 class EncodingType(enum.IntEnum):
     OPAQUE = 0
     DENSE_ROW_MAJOR = 1
-
-
-# -- element types ------------------------------------------------------------------------------
-# An element type is a u32: numerical type in the top byte, bit count in the low byte.
-
-class NumericalType(enum.IntEnum):
-    UNKNOWN = 0x00
-    INTEGER = 0x10
-    INTEGER_SIGNED = 0x11
-    INTEGER_UNSIGNED = 0x12
-    BOOLEAN = 0x13
-    FLOAT = 0x20
-    FLOAT_IEEE = 0x21
-    FLOAT_BRAIN = 0x22
-    FLOAT_COMPLEX = 0x23
-    FLOAT_8_E5M2 = 0x24
-    FLOAT_8_E4M3FN = 0x25
-    FLOAT_8_E5M2_FNUZ = 0x26
-    FLOAT_8_E4M3_FNUZ = 0x27
-    FLOAT_8_E8M0_FNU = 0x28
-
-
-def make_element_type(numerical_type: int, bit_count: int) -> int:
-    return ((int(numerical_type) & 0xFF) << 24) | (bit_count & 0xFF)
-
-
-class ElementType(enum.IntEnum):
-    NONE = make_element_type(NumericalType.UNKNOWN, 0)
-    OPAQUE_8 = make_element_type(NumericalType.UNKNOWN, 8)
-    OPAQUE_16 = make_element_type(NumericalType.UNKNOWN, 16)
-    OPAQUE_32 = make_element_type(NumericalType.UNKNOWN, 32)
-    OPAQUE_64 = make_element_type(NumericalType.UNKNOWN, 64)
-    BOOL_8 = make_element_type(NumericalType.BOOLEAN, 8)
-    INT_4 = make_element_type(NumericalType.INTEGER, 4)
-    SINT_4 = make_element_type(NumericalType.INTEGER_SIGNED, 4)
-    UINT_4 = make_element_type(NumericalType.INTEGER_UNSIGNED, 4)
-    INT_8 = make_element_type(NumericalType.INTEGER, 8)
-    SINT_8 = make_element_type(NumericalType.INTEGER_SIGNED, 8)
-    UINT_8 = make_element_type(NumericalType.INTEGER_UNSIGNED, 8)
-    INT_16 = make_element_type(NumericalType.INTEGER, 16)
-    SINT_16 = make_element_type(NumericalType.INTEGER_SIGNED, 16)
-    UINT_16 = make_element_type(NumericalType.INTEGER_UNSIGNED, 16)
-    INT_32 = make_element_type(NumericalType.INTEGER, 32)
-    SINT_32 = make_element_type(NumericalType.INTEGER_SIGNED, 32)
-    UINT_32 = make_element_type(NumericalType.INTEGER_UNSIGNED, 32)
-    INT_64 = make_element_type(NumericalType.INTEGER, 64)
-    SINT_64 = make_element_type(NumericalType.INTEGER_SIGNED, 64)
-    UINT_64 = make_element_type(NumericalType.INTEGER_UNSIGNED, 64)
-    FLOAT_16 = make_element_type(NumericalType.FLOAT_IEEE, 16)
-    FLOAT_32 = make_element_type(NumericalType.FLOAT_IEEE, 32)
-    FLOAT_64 = make_element_type(NumericalType.FLOAT_IEEE, 64)
-    BFLOAT_16 = make_element_type(NumericalType.FLOAT_BRAIN, 16)
-    COMPLEX_FLOAT_64 = make_element_type(NumericalType.FLOAT_COMPLEX, 64)
-    COMPLEX_FLOAT_128 = make_element_type(NumericalType.FLOAT_COMPLEX, 128)
-    FLOAT_8_E5M2 = make_element_type(NumericalType.FLOAT_8_E5M2, 8)
-    FLOAT_8_E4M3_FN = make_element_type(NumericalType.FLOAT_8_E4M3FN, 8)
-    FLOAT_8_E5M2_FNUZ = make_element_type(NumericalType.FLOAT_8_E5M2_FNUZ, 8)
-    FLOAT_8_E4M3_FNUZ = make_element_type(NumericalType.FLOAT_8_E4M3_FNUZ, 8)
-    FLOAT_8_E8M0_FNU = make_element_type(NumericalType.FLOAT_8_E8M0_FNU, 8)
-
-
-def element_numerical_type(element_type: int) -> int:
-    return (element_type >> 24) & 0xFF
-
-
-def element_bit_count(element_type: int) -> int:
-    return element_type & 0xFF
-
-
-def element_byte_count(element_type: int) -> int:
-    """Bytes one element takes in a dense encoding (sub-byte types round up)."""
-    return (element_bit_count(element_type) + 7) // 8
-
-
-def element_packed_byte_count(element_type: int, element_count: int) -> int:
-    """Bytes `element_count` densely packed elements take (i4 packs two a byte)."""
-    return (element_count * element_bit_count(element_type) + 7) // 8
-
-
-def element_is_opaque(element_type: int) -> bool:
-    return element_numerical_type(element_type) == NumericalType.UNKNOWN
-
-
-def element_is_integer(element_type: int) -> bool:
-    return element_numerical_type(element_type) & NumericalType.INTEGER == NumericalType.INTEGER
-
-
-def element_is_float(element_type: int) -> bool:
-    return element_numerical_type(element_type) & NumericalType.FLOAT == NumericalType.FLOAT
-
-
-def element_types_compatible(actual: int, expected: int) -> bool:
-    """hal.buffer_view.assert's rule: opaque data matches anything, integers
-    match integers of the same width whatever their signedness, anything else
-    must be equal."""
-    if element_is_opaque(actual):
-        return True
-    if element_is_integer(actual) and element_is_integer(expected) and \
-            element_bit_count(actual) == element_bit_count(expected):
-        return True
-    return actual == expected
 
 
 # -- names ----------------------------------------------------------------------------------------

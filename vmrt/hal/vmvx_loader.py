@@ -15,11 +15,10 @@ from __future__ import annotations
 import threading
 import weakref
 
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.errors import HalError, StatusCode, VmrtError
 from vmrt.hal.executable import (
     LOCAL_MEMORY_PAGE_SIZE, DispatchState, Executable, ExecutableLoader, FunctionInfo,
 )
-from vmrt.hal.types import HalError
 from vmrt.vm.buffer import ACCESS_ORIGIN_HOST, VMBuffer
 from vmrt.vm.context import Context
 from vmrt.vm.limits import DispatchMeter, current_guard
@@ -217,7 +216,7 @@ class VmvxLoader(ExecutableLoader):
     def common_modules(self) -> list:
         """Modules registered before each executable module (the `vmvx` module)."""
         if self._common_modules is None:
-            from vmrt.modules.vmvx import VmvxModule
+            from vmrt.hal.vmvx_module import VmvxModule  # (numpy comes with it)
             self._common_modules = [VmvxModule()]
         return list(self._common_modules)
 

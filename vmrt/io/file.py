@@ -24,6 +24,7 @@ import threading
 import weakref
 
 from vmrt.errors import StatusCode, VmrtError, file_error
+from vmrt.io import spans
 
 
 class FileAccess(enum.IntFlag):
@@ -46,12 +47,6 @@ class FileMode(str, enum.Enum):
     MMAP = "mmap"
     FILE = "file"
     PRELOAD = "preload"
-
-
-def os_error_status(error: OSError, what: str) -> VmrtError:
-    """An OSError as a VmrtError with the status code IREE would report (a full
-    disk is RESOURCE_EXHAUSTED) that is also that OSError (vmrt.errors.file_error)."""
-    return file_error(error, what)
 
 
 def byte_view(buffer, *, writable: bool = False, what: str = "buffer") -> memoryview:
@@ -106,7 +101,7 @@ class FileHandle:
         try:
             fd = os.open(path, flags)
         except OSError as error:
-            raise os_error_status(error, f"failed to open parameter file '{path}'") from None
+            raise file_error(error, f"failed to open parameter file '{path}'") from None
         try:
             stat = os.fstat(fd)
             if stat_module.S_ISDIR(stat.st_mode):  # (opening a directory read-only works)
@@ -172,6 +167,11 @@ class FileHandle:
         return self._buffer is not None or self._mapping_view is not None
 
     @property
+    def reads_from_memory(self) -> bool:
+        """True when reads copy from memory: mapped already, or opened to be (MMAP)."""
+        return self.mapped or self.mode is FileMode.MMAP
+
+    @property
     def fd(self) -> int:
         return self._fd
 
@@ -230,7 +230,6 @@ class FileHandle:
 
     def read_into(self, offset: int, target) -> int:
         """Fills `target` (a writable buffer) from the file at `offset`."""
-        from vmrt.io import spans
         view = byte_view(target, writable=True, what="read target")
         spans.read_file_spans([(self, offset, view, 0, view.nbytes)])
         return view.nbytes
@@ -245,7 +244,6 @@ class FileHandle:
 
     def write(self, offset: int, source) -> int:
         """Writes `source` at `offset`; never past the current end of file."""
-        from vmrt.io import spans
         view = byte_view(source, what="write source")
         spans.write_file_spans([(self, offset, view, 0, view.nbytes)])
         return view.nbytes
@@ -296,7 +294,7 @@ class FileHandle:
         try:
             fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0))
         except OSError as error:
-            raise os_error_status(error, f"failed to reopen '{self.path}' for writing") from None
+            raise file_error(error, f"failed to reopen '{self.path}' for writing") from None
         with self._lock:
             old_fd, self._fd = self._fd, fd
             self._access = wanted
@@ -352,7 +350,7 @@ def _pread_fully(fd: int, target: memoryview, offset: int, path: str | None) -> 
         try:
             n = os.preadv(fd, [target[done:]], offset + done)
         except OSError as error:
-            raise os_error_status(error, f"failed to read '{path}'") from None
+            raise file_error(error, f"failed to read '{path}'") from None
         if n <= 0:
             raise VmrtError(
                 f"unexpected end of file reading '{path}' at offset {offset + done} "
@@ -376,7 +374,7 @@ class FileCache:
         try:
             stat = os.stat(real)
         except OSError as error:
-            raise os_error_status(error, f"failed to open parameter file '{path}'") from None
+            raise file_error(error, f"failed to open parameter file '{path}'") from None
         key = (real, mode is FileMode.PRELOAD)
         with self._lock:
             handle = self._handles.get(key)

@@ -12,13 +12,36 @@ import dataclasses
 import os
 import threading
 from types import MappingProxyType
-from typing import Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 from vmrt.errors import StatusCode, VmrtError
+from vmrt.io import spans
 from vmrt.io.file import FileAccess, FileCache, FileHandle, FileMode
 
 #: IREE_IO_PARAMETER_MAX_SPLAT_PATTERN_LENGTH.
 MAX_SPLAT_PATTERN_LENGTH = 16
+
+
+class _Registered:
+    """What the modules above the index supply to it: the archive formats (which
+    build indices, so this module cannot import them) register `parse_file` and
+    `write_file` for ParameterIndex.load/save, and the providers `IndexProvider`
+    for ParameterScopes.providers. vmrt.io imports both, and Python runs vmrt.io
+    before any module in it, so they are registered before an index is used."""
+
+    parse_file: Callable | None = None
+    write_file: Callable | None = None
+    index_provider: Callable | None = None
+
+
+def register_archive_formats(parse_file: Callable, write_file: Callable) -> None:
+    """Called by vmrt.io.formats: how ParameterIndex.load and save read and write."""
+    _Registered.parse_file, _Registered.write_file = parse_file, write_file
+
+
+def register_index_provider(index_provider: Callable) -> None:
+    """Called by vmrt.io.provider: what ParameterScopes.providers makes per scope."""
+    _Registered.index_provider = index_provider
 
 _EMPTY_INFO: Mapping = MappingProxyType({})
 
@@ -80,7 +103,6 @@ class ParameterIndexEntry:
 
     def read(self, offset: int = 0, length: int | None = None) -> bytes:
         """Copies [offset, offset+length) of the parameter (splats materialized)."""
-        from vmrt.io import spans
         if length is None:
             length = self.length - offset
         check_span(self, offset, length)
@@ -236,14 +258,12 @@ class ParameterIndex:
                   mode: FileMode | str = FileMode.MMAP,
                   cache: FileCache | None = None) -> "ParameterIndex":
         """Appends the parameters of one .irpa, .gguf or .safetensors file."""
-        from vmrt.io.formats import parse_file
-        parse_file(path, self, format=format, writable=writable, mode=mode, cache=cache)
+        _Registered.parse_file(path, self, format=format, writable=writable, mode=mode, cache=cache)
         return self
 
     def save(self, path, *, format: str | None = None, **options) -> "ParameterIndex":
         """Writes the index as an archive; returns an index over the new file."""
-        from vmrt.io.formats import write_file
-        return write_file(self, path, format=format, **options)
+        return _Registered.write_file(self, path, format=format, **options)
 
     # -- text ------------------------------------------------------------------------------
     def dump(self, scope: str = "") -> str:
@@ -334,8 +354,8 @@ class ParameterScopes:
 
     def providers(self) -> list:
         """One index provider per scope (as the tools build for io_parameters)."""
-        from vmrt.io.provider import IndexProvider
-        return [IndexProvider(scope, index) for scope, index in self._indices.items()]
+        return [_Registered.index_provider(scope, index)
+                for scope, index in self._indices.items()]
 
     def dump(self) -> str:
         return "".join(format_index(scope, index) for scope, index in self._indices.items())

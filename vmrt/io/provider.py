@@ -27,7 +27,7 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.io.file import FileMode, byte_view
-from vmrt.io.index import ParameterIndex, as_key, check_span
+from vmrt.io.index import ParameterIndex, as_key, check_span, register_index_provider
 from vmrt.io.transfer import READ, WRITE, Move, TransferPlan, check_disjoint_writes
 
 
@@ -298,6 +298,9 @@ class IndexProvider(ParameterProvider):
                   byte_view(buffer, writable=True, what="load buffer")
                   for i, buffer in enumerate(buffers)])
         return buffers
+
+
+register_index_provider(IndexProvider)
 
 
 def _check_access(entry, write: bool) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from vmrt import memory
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.errors import StatusCode, VmrtError, file_error
 
 #: Largest single pread/pwrite issued (Linux caps one call at ~2 GiB anyway).
 _MAX_IO = 1 << 30
@@ -33,7 +33,6 @@ def _bounds(what: str, size: int, offset: int, length: int) -> None:
 
 def read_file_spans(ops) -> None:
     """Copies file ranges into caller buffers."""
-    from vmrt.io.file import FileMode
     ops = list(ops)
     for handle, file_offset, target, target_offset, length in ops:
         _bounds("read target", target.nbytes, target_offset, length)
@@ -41,7 +40,7 @@ def read_file_spans(ops) -> None:
         if not length:
             continue
         dst = target[target_offset:target_offset + length]
-        if handle.mapped or handle.mode is FileMode.MMAP:
+        if handle.reads_from_memory:
             dst[:] = handle.view(file_offset, length)
             continue
         handle._check_range(file_offset, length)
@@ -76,14 +75,6 @@ def write_file_spans(ops) -> None:
         touched[id(handle)] = handle
     for handle in touched.values():
         handle._refresh_stat()  # our own writes do not make the cached handle stale
-
-
-def splat_bytes(pattern: bytes, phase: int, length: int) -> bytes:
-    """`length` bytes of `pattern` repeated, starting `phase` bytes into it."""
-    phase %= len(pattern)
-    rotated = pattern[phase:] + pattern[:phase]
-    count, rem = divmod(length, len(rotated))
-    return rotated * count + rotated[:rem]
 
 
 def fill_spans(ops) -> None:
@@ -128,10 +119,9 @@ def copy_to_fd(fd: int, fd_offset: int, entry, chunk_size: int = 16 << 20) -> No
             _pwrite_fully(fd, memoryview(chunk)[:n], fd_offset + done)
             done += n
         return
-    from vmrt.io.file import FileMode
     handle = entry.file
     handle._check_range(entry.offset, length)
-    if handle.mapped or handle.mode is FileMode.MMAP:
+    if handle.reads_from_memory:
         source = handle.view(entry.offset, length)
         for start in range(0, length, _MAX_IO):
             _pwrite_fully(fd, source[start:start + _MAX_IO], fd_offset + start)
@@ -160,22 +150,20 @@ def _preadv(handle, target: memoryview, offset: int) -> int:
     try:
         return os.preadv(handle.fd, [target], offset)
     except OSError as error:
-        from vmrt.io.file import os_error_status
-        raise os_error_status(error, f"failed to read '{handle.path}' at offset {offset}") \
+        raise file_error(error, f"failed to read '{handle.path}' at offset {offset}") \
             from None
 
 
 def _pwrite_fully(fd: int, data: memoryview, offset: int) -> None:
     """Writes all of `data` at `offset`; a full disk is RESOURCE_EXHAUSTED and any
-    other failure a VmrtError too (vmrt.io.file.os_error_status)."""
+    other failure a VmrtError too (vmrt.errors.file_error)."""
     done = 0
     total = data.nbytes
     while done < total:
         try:
             n = os.pwritev(fd, [data[done:]], offset + done)
         except OSError as error:
-            from vmrt.io.file import os_error_status
-            raise os_error_status(error, f"failed to write {total - done} bytes at offset "
+                raise file_error(error, f"failed to write {total - done} bytes at offset "
                                          f"{offset + done}") from None
         if n <= 0:
             raise VmrtError(f"short write at offset {offset + done}", StatusCode.DATA_LOSS)

@@ -24,7 +24,7 @@ from typing import Callable, NamedTuple, Sequence
 from vmrt import memory
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.io import spans as span_io
-from vmrt.io.file import FileHandle, FileMode
+from vmrt.io.file import FileHandle
 
 #: Upstream's IREE_IO_PARAMETER_OP_BATCH_MAX_CONCURRENCY: the most timelines one operation uses.
 MAX_CONCURRENCY = 8
@@ -247,10 +247,6 @@ def check_disjoint_writes(moves: Sequence[Move]) -> None:
 
 
 # -- moving bytes ------------------------------------------------------------------------------
-def _served_from_memory(handle: FileHandle) -> bool:
-    return handle.mapped or handle.mode is FileMode.MMAP
-
-
 def _check_file_still_covers(handle: FileHandle, moves: list[Move]) -> None:
     """DATA_LOSS (not SIGBUS) when a file shrank under its mapping since it was indexed."""
     if handle.kind == "host_allocation":
@@ -278,7 +274,7 @@ def _run_reads(moves: list[Move], views: Sequence) -> None:
         handle = group[0].handle
         target = views[group[0].slot]
         _check_file_still_covers(handle, group)
-        if _served_from_memory(handle):
+        if handle.reads_from_memory:
             spans = array("q")
             for move in group:
                 spans.extend((move.buffer_offset, move.file_offset, move.length))

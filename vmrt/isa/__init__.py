@@ -1,7 +1,9 @@
-"""The one VM ISA table (vmrt/isa/table.py, generated from isa.json) and its indexes.
+"""The one VM ISA table (vmrt/isa/table.py: isa.json joined with vmrt/isa/ops.py) and
+its indexes.
 
-Decoder, verifier, assembler and disassembler all read these entries; nothing
-else in vmrt keeps a list of opcodes.
+Decoder, encoder, verifier, code generator, assembler and disassembler all read
+these rows (encoding, meaning, syntax, flags); nothing else in vmrt keeps a list
+of opcodes or names an instruction.
 """
 
 from __future__ import annotations
@@ -25,15 +27,16 @@ BY_SYMBOL: dict[str, Instruction] = {i.symbol: i for i in INSTRUCTIONS}
 BY_MNEMONIC: dict[str, Instruction] = {i.mnemonic: i for i in INSTRUCTIONS if i.mnemonic}
 OPCODE_SET_BY_ID: dict[str, OpcodeSet] = {s.id: s for s in OPCODE_SETS}
 
-#: Core opcode of the block marker that starts every block.
-BLOCK_OPCODE = BY_SYMBOL["Block"].opcode
+#: The block marker that starts every block, and its core opcode.
+BLOCK: Instruction = next(i for i in INSTRUCTIONS if i.kind == "marker")
+BLOCK_OPCODE = BLOCK.opcode
 #: Core prefix opcode -> the extension opcode set it leads into.
 PREFIXES: dict[int, OpcodeSet] = {
     i.opcode: OPCODE_SET_BY_ID[i.target] for i in INSTRUCTIONS if i.kind == "prefix"
 }
 
 __all__ = [
-    "BLOCK_OPCODE", "BYTECODE_VERSION", "BYTECODE_VERSION_MAJOR", "BYTECODE_VERSION_MINOR",
+    "BLOCK", "BLOCK_OPCODE", "BYTECODE_VERSION", "BYTECODE_VERSION_MAJOR", "BYTECODE_VERSION_MINOR",
     "BY_MNEMONIC", "BY_OPCODE", "BY_SYMBOL", "INSTRUCTIONS", "Instruction", "OPCODE_SETS",
     "OPCODE_SET_BY_ID", "OpcodeSet", "Operand", "OperandKind", "PREFIXES",
 ]

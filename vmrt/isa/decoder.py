@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.errors import DecodeError, StatusCode
 from vmrt.isa import BY_OPCODE, PREFIXES
 from vmrt.isa.operands import OperandKind
 from vmrt.isa.spec import Instruction
@@ -36,16 +36,6 @@ _FORMAT_CHARS = {
     OperandKind.CONST_I16: "H",
 }
 _ATTRIBUTE_CHARS = {"i32": "i", "i64": "q", "f32": "f", "f64": "d"}
-
-
-class DecodeError(VmrtError):
-    """Bytecode that cannot be decoded; `pc` is the offset of the bad instruction."""
-
-    default_code = StatusCode.INVALID_ARGUMENT
-
-    def __init__(self, message: str, pc: int, code=None):
-        super().__init__(message, code)
-        self.pc = pc
 
 
 class Decoded(NamedTuple):

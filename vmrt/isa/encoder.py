@@ -10,35 +10,77 @@ from __future__ import annotations
 
 import struct
 
-from vmrt.isa import BY_SYMBOL, OPCODE_SET_BY_ID
-from vmrt.isa.operands import OperandKind
+from vmrt.isa import BLOCK, BY_SYMBOL, OPCODE_SET_BY_ID
+from vmrt.isa.decoder import operand_layout
 from vmrt.isa.spec import Instruction
 
-_PACK = {
-    OperandKind.REGISTER: "<H", OperandKind.CONST_I16: "<H",
-    OperandKind.GLOBAL_ATTR: "<I", OperandKind.FUNC_ATTR: "<I",
-    OperandKind.RODATA_ATTR: "<I", OperandKind.TYPE_OF: "<I",
-    OperandKind.BRANCH_TARGET: "<I",
-}
-_ATTRIBUTE_PACK = {"i32": "<i", "i64": "<q", "f32": "<f", "f64": "<d"}
 
-
-def _opcode_bytes(inst: Instruction) -> bytes:
+def opcode_bytes(inst: Instruction) -> bytes:
+    """The opcode as encoded: one byte, or a core prefix byte and the extension opcode."""
     if inst.opcode_set == "core":
         return bytes([inst.opcode])
     prefix = BY_SYMBOL[OPCODE_SET_BY_ID[inst.opcode_set].prefix].opcode
     return bytes([prefix, inst.opcode])
 
 
-def _append_list(out: bytearray, base_pc: int, entries, count: int) -> None:
-    if (base_pc + len(out)) & 1:
-        out.append(0)
-    out += struct.pack(f"<H{len(entries)}H", count, *entries)
+def fixed_packer(inst: Instruction):
+    """struct pack of all operands when every one has a fixed size, else None."""
+    layout = operand_layout(inst)
+    if any(letter in "SVRC" for letter in layout):
+        return None
+    return struct.Struct("<" + layout).pack
 
 
-def _append_remap(out: bytearray, base_pc: int, pairs) -> None:
-    pairs = tuple(pairs)
-    _append_list(out, base_pc, tuple(r for pair in pairs for r in pair), len(pairs))
+_REMAP_PACK = "out += pack('<%dH' % (2 * len({v}) + 1), len({v}), *[r for p in {v} for r in p])"
+
+
+def _encoder_source(inst: Instruction) -> tuple[str, dict]:
+    """Python source of `encode(values, pc)` for one instruction, read off its operand
+    layout (vmrt.isa.decoder.operand_layout), and the constants it uses."""
+    layout = operand_layout(inst)
+    names = [f"v{i}" for i in range(len(layout))]
+    lines = ["def encode(values, pc):",
+             f"    ({', '.join(names)}{',' if len(names) == 1 else ''}) = values",
+             "    out = bytearray(OPCODE)"]
+    consts = {"OPCODE": opcode_bytes(inst), "pack": struct.pack}
+    fixed: list[tuple[str, str]] = []
+    for name, letter in zip(names + [None], layout + "."):
+        if letter not in "SVRC.":
+            fixed.append((name, letter))
+            continue
+        if fixed:  # consecutive fixed-size operands: one struct pack
+            key = f"S{len(consts)}"
+            consts[key] = struct.Struct("<" + "".join(c for _, c in fixed)).pack
+            lines.append(f"    out += {key}({', '.join(n for n, _ in fixed)})")
+            fixed.clear()
+        if letter == "S":
+            lines.append(f"    {name} = {name}.encode() if isinstance({name}, str) "
+                         f"else bytes({name})")
+            lines.append(f"    out += pack('<H', len({name})) + {name}")
+        elif letter in "VR":  # u16-counted lists start 2-aligned (relative to the function)
+            lines.append("    if (pc + len(out)) & 1: out.append(0)")
+            lines.append("    " + (_REMAP_PACK.format(v=name) if letter == "R" else
+                                  f"out += pack('<%dH' % (len({name}) + 1), len({name}), *{name})"))
+        elif letter == "C":
+            lines.append(f"    for target, pairs in {name}:")
+            lines.append("        out += pack('<I', target)")
+            lines.append("        if (pc + len(out)) & 1: out.append(0)")
+            lines.append("        " + _REMAP_PACK.format(v="pairs"))
+    lines.append("    return out")
+    return "\n".join(lines) + "\n", consts
+
+
+_ENCODERS: dict[str, object] = {}
+
+
+def encoder(inst: Instruction):
+    """The function (values, pc) -> bytearray encoding `inst`, compiled on first use."""
+    found = _ENCODERS.get(inst.symbol)
+    if found is None:
+        source, namespace = _encoder_source(inst)
+        exec(compile(source, f"<vmrt.isa encoder {inst.symbol}>", "exec"), namespace)
+        found = _ENCODERS[inst.symbol] = namespace["encode"]
+    return found
 
 
 def encode(inst: Instruction | str, values=(), pc: int = 0) -> bytes:
@@ -46,32 +88,11 @@ def encode(inst: Instruction | str, values=(), pc: int = 0) -> bytes:
     if isinstance(inst, str):
         inst = BY_SYMBOL[inst]
     if inst.kind == "marker":
-        return _opcode_bytes(inst)
+        return opcode_bytes(inst)
     if len(values) != len(inst.operands):
         raise ValueError(f"{inst.symbol} takes {len(inst.operands)} operands, "
                          f"got {len(values)}")
-    out = bytearray(_opcode_bytes(inst))
-    for operand, value in zip(inst.operands, values):
-        kind = operand.kind
-        if kind is OperandKind.ATTRIBUTE:
-            out += struct.pack(_ATTRIBUTE_PACK[operand.type], value)
-        elif kind in _PACK:
-            out += struct.pack(_PACK[kind], value)
-        elif kind is OperandKind.STRING_ATTR:
-            data = value.encode() if isinstance(value, str) else bytes(value)
-            out += struct.pack("<H", len(data)) + data
-        elif kind in (OperandKind.VARIADIC_OPERANDS, OperandKind.VARIADIC_RESULTS):
-            entries = tuple(value)
-            _append_list(out, pc, entries, len(entries))
-        elif kind is OperandKind.BRANCH_OPERANDS:
-            _append_remap(out, pc, value)
-        elif kind is OperandKind.BRANCH_TABLE_CASES:
-            for target, pairs in value:
-                out += struct.pack("<I", target)
-                _append_remap(out, pc, pairs)
-        else:  # pragma: no cover
-            raise AssertionError(kind)
-    return bytes(out)
+    return bytes(encoder(inst)(tuple(values), pc))
 
 
 class FunctionEncoder:
@@ -86,7 +107,7 @@ class FunctionEncoder:
 
     def block(self) -> int:
         pc = self.pc
-        self.data += encode("Block", (), pc)
+        self.data += opcode_bytes(BLOCK)
         return pc
 
     def emit(self, symbol: str, *values) -> int:

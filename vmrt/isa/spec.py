@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vmrt.isa.operands import Operand, OperandKind
+from vmrt.isa.operands import Operand
 
 
 @dataclass(frozen=True)
@@ -19,26 +19,32 @@ class OpcodeSet:
 
 @dataclass(frozen=True)
 class Instruction:
-    """One ISA entry: opcode, names and operands in the order they are encoded."""
+    """One ISA row: encoding (from isa.json) joined with meaning and syntax (vmrt/isa/ops.py)."""
 
     opcode_set: str
     opcode: int
     symbol: str
     mnemonic: str | None
-    operands: tuple[Operand, ...]
+    operands: tuple[Operand, ...]  # in the order they are encoded
     kind: str = "op"  # 'op', 'marker' (Block) or 'prefix' (extension trampoline)
     encoding: str | None = None
     target: str | None = None  # for prefixes: the opcode set they lead into
-    # Derived at construction: whether the instruction ends a block.
-    is_terminator: bool = field(init=False, default=False)
+    # The op row (field meanings: vmrt/isa/ops.py).
+    handler: str = "formula"
+    py: str = ""
+    c: str = ""
+    syntax: tuple[str, ...] = ()
+    cost: int = 1
+    store_bits: int = 0
+    is_terminator: bool = False
+    is_branch: bool = False
+    is_call: bool = False
+    may_yield: bool = False
+    handles_moves: bool = False
+    # Derived at construction: bytes of the operands when they have a fixed size.
     fixed_size: int | None = field(init=False, default=None)
 
     def __post_init__(self):
-        # Control leaves the block through a branch target, a return or a fail:
-        # that is what upstream's verifier treats as a terminator.
-        terminator = self.symbol in ("Return", "Fail") or any(
-            o.kind is OperandKind.BRANCH_TARGET for o in self.operands)
-        object.__setattr__(self, "is_terminator", terminator)
         size = 0
         for o in self.operands:
             if o.size is None:

@@ -25,14 +25,13 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from vmrt.errors import StatusCode, VmrtError
-from vmrt.hal import small_float
-from vmrt.hal.buffer_view import BufferView
-from vmrt.hal.buffer_view_io import (
-    buffer_view_bytes, format_element_type, format_elements, format_shape_and_type,
+from vmrt.elements import (
+    NARROW_FLOATS, e8m0_to_f32, format_element_type, format_shape_and_type, to_f32,
 )
-from vmrt.hal.types import ElementType as E
-from vmrt.hal.types import HalError
+from vmrt.elements import ElementType as E
+from vmrt.errors import HalError, StatusCode, VmrtError
+from vmrt.hal.buffer_view import BufferView
+from vmrt.hal.buffer_view_io import buffer_view_bytes, format_elements
 from vmrt.native import NativeModule, export
 from vmrt.vm.ref import null_ref_error
 
@@ -44,10 +43,9 @@ _ALL_TRUE_DTYPES = {
     E.UINT_16: "<u2", E.INT_32: "<i4", E.SINT_32: "<i4", E.UINT_32: "<u4", E.INT_64: "<i8",
     E.SINT_64: "<i8", E.UINT_64: "<u8", E.FLOAT_32: "<f4", E.FLOAT_64: "<f8",
 }
-_SMALL_FLOATS = {
-    E.FLOAT_8_E4M3_FN: small_float.F8E4M3FN, E.FLOAT_8_E4M3_FNUZ: small_float.F8E4M3FNUZ,
-    E.FLOAT_8_E5M2: small_float.F8E5M2, E.FLOAT_8_E5M2_FNUZ: small_float.F8E5M2FNUZ,
-}
+#: The 8-bit float element types (converted through a table of all 256 values).
+_BYTE_FLOATS = frozenset([int(E.FLOAT_8_E8M0_FNU)] + [
+    element_type for element_type, (code, _) in NARROW_FLOATS.items() if code == "B"])
 
 
 class Tensor(NamedTuple):
@@ -79,9 +77,8 @@ def _unsupported(element_type: int) -> HalError:
 def _byte_float_table(element_type: int):
     """f32 values of all 256 encodings of an 8-bit float type."""
     import numpy as np
-    fmt = _SMALL_FLOATS.get(element_type)
-    convert = small_float.e8m0_to_f32 if fmt is None else \
-        functools.partial(small_float.to_f32, fmt=fmt)
+    narrow = NARROW_FLOATS.get(element_type)
+    convert = e8m0_to_f32 if narrow is None else functools.partial(to_f32, fmt=narrow[1])
     return np.array([convert(bits) for bits in range(256)], dtype=np.float32)
 
 
@@ -98,7 +95,7 @@ def float_values(tensor: Tensor):
         values = np.frombuffer(data, "<f2").astype(np.float32)
     elif element_type == E.BFLOAT_16:
         values = (np.frombuffer(data, "<u2").astype(np.uint32) << 16).view(np.float32)
-    elif element_type in _SMALL_FLOATS or element_type == E.FLOAT_8_E8M0_FNU:
+    elif element_type in _BYTE_FLOATS:
         values = _byte_float_table(element_type)[np.frombuffer(data, np.uint8)]
     else:
         raise _unsupported(element_type)

@@ -12,13 +12,12 @@ from __future__ import annotations
 import struct
 import time
 
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.elements import element_types_compatible, format_element_type, format_shape
+from vmrt.errors import HalError, StatusCode, VmrtError
 from vmrt.hal.allocator import HeapAllocator
 from vmrt.hal.buffer import Buffer, check_fill_pattern
 from vmrt.hal.buffer_view import BufferView
-from vmrt.hal.buffer_view_io import (
-    buffer_view_from_numpy, buffer_view_to_numpy, format_shape, format_element_type,
-)
+from vmrt.hal.buffer_view_io import buffer_view_from_numpy, buffer_view_to_numpy
 from vmrt.hal.command_buffer import CommandBuffer
 from vmrt.hal.device import Device, create_device
 from vmrt.hal.executable import Executable
@@ -26,11 +25,12 @@ from vmrt.hal.native_loader import NATIVE_FORMATS
 from vmrt.hal.file import MemoryFile
 from vmrt.hal.semaphore import Fence, Semaphore
 from vmrt.hal.types import (
-    WHOLE_BUFFER, BufferUsage, EncodingType, HalError, MemoryAccess, element_types_compatible,
-    format_buffer_usage, format_memory_type,
+    WHOLE_BUFFER, BufferUsage, EncodingType, MemoryAccess, format_buffer_usage,
+    format_memory_type,
 )
 from vmrt.native import NativeModule, export
 from vmrt.vm.buffer import ACCESS_MUTABLE, ACCESS_ORIGIN_MODULE, VMBuffer
+from vmrt.vm.cconv import Signature
 from vmrt.vm.limits import guarded
 from vmrt.vm.ref import RefObject, null_ref_error, register_ref_type
 
@@ -63,20 +63,22 @@ _WRITE = int(MemoryAccess.WRITE)
 _IMMUTABLE = int(BufferUsage.SHARING_IMMUTABLE)
 
 
-# -- argument helpers ------------------------------------------------------------------------------
-def _deref(value, cls, what: str):
+# -- argument helpers (public: modules over HAL objects, e.g. io_parameters, use them) -------------
+def deref(value, cls, what: str):
+    """`value` when it is a `cls`; otherwise the null/wrong-type ref error naming `what`."""
     if isinstance(value, cls):
         return value
     raise null_ref_error(what, value)
 
 
-def _deref_or_null(value, cls, what: str):
+def deref_or_null(value, cls, what: str):
+    """As deref, but None passes."""
     if value is None or isinstance(value, cls):
         return value
     raise null_ref_error(what, value)
 
 
-def _fence(value) -> Fence | None:
+def fence_or_none(value) -> Fence | None:
     """iree_hal_fence_deref: anything that is not a fence is no fence."""
     return value if isinstance(value, Fence) else None
 
@@ -85,7 +87,7 @@ def _string(value) -> str:
     """iree_vm_buffer_as_string (a null buffer is the empty string)."""
     if value is None:
         return ""
-    buffer = _deref(value, VMBuffer, "buffer")
+    buffer = deref(value, VMBuffer, "buffer")
     return bytes(buffer.view).decode("utf-8", "replace")
 
 
@@ -112,7 +114,7 @@ def _ref(buffer, slot: int, offset: int, length: int):
 _COMMAND_BUFFER_BYTES = 512
 
 
-def _charged(meter, nbytes: int, allocate):
+def charged(meter, nbytes: int, allocate):
     """allocate() with `nbytes` charged to `meter` while the object it returns lives
     (its `charge`); over the limit it fails before allocating anything."""
     if meter is None:
@@ -127,7 +129,7 @@ def _charged(meter, nbytes: int, allocate):
     return made
 
 
-def _guarded(meter, fn, *args):
+def guarded_call(meter, fn, *args):
     """fn(*args), under the calling VM call's limits when its context has them:
     waits, device work and dispatches stop with the call, VM code is metered."""
     if meter is None:
@@ -160,19 +162,19 @@ class HalModule(NativeModule, name="hal", version=7):
 
     def create_state(self, context):
         # Function calls through this context take and return numpy arrays.
-        if self.host_arrays and getattr(context, "host_adapter", None) is None:
-            context.host_adapter = self.host_adapter()
+        if self.host_arrays:
+            context.set_host_adapter(self.host_adapter())
         # A context with limits: its meter charges what its code allocates and
-        # carries its calls' limits into device work (see _charged, _guarded).
+        # carries its calls' limits into device work (see charged, guarded_call).
         return getattr(context, "meter", None)
 
     # -- allocator ---------------------------------------------------------------------------
     @export("0rIiiI_r", name="allocator.allocate", state=True)
     def allocator_allocate(self, meter, allocator, queue_affinity, memory_types, buffer_usage,
                            size):
-        allocator = _deref(allocator, HeapAllocator, "allocator")
+        allocator = deref(allocator, HeapAllocator, "allocator")
         try:
-            return _charged(meter, size, lambda: allocator.allocate_buffer(
+            return charged(meter, size, lambda: allocator.allocate_buffer(
                 _u32(memory_types), _u32(buffer_usage), size, queue_affinity=queue_affinity))
         except VmrtError as error:
             raise error.annotate(f"failed to allocate buffer of length {size}")
@@ -180,8 +182,8 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0riIiirII_r", name="allocator.import")
     def allocator_import(self, allocator, is_try, queue_affinity, memory_types, buffer_usage,
                          source, offset, length):
-        allocator = _deref(allocator, HeapAllocator, "allocator")
-        source = _deref(source, VMBuffer, "buffer")
+        allocator = deref(allocator, HeapAllocator, "allocator")
+        source = deref(source, VMBuffer, "buffer")
         usage = _u32(buffer_usage)
         available = source.length
         if length == WHOLE_BUFFER:
@@ -214,26 +216,26 @@ class HalModule(NativeModule, name="hal", version=7):
             raise HalError("at least one device/queue affinity pair must be provided",
                            StatusCode.INVALID_ARGUMENT)
         device, affinity = pairs[0]
-        return _deref(device, Device, "device"), affinity
+        return deref(device, Device, "device"), affinity
 
     # -- buffer --------------------------------------------------------------------------------
     @export("0r_i", name="buffer.allocation.discard")
     def buffer_allocation_discard(self, buffer):
-        return 1 if _deref(buffer, Buffer, "buffer").allocation_discard() else 0
+        return 1 if deref(buffer, Buffer, "buffer").allocation_discard() else 0
 
     @export("0r_i", name="buffer.allocation.is_terminal")
     def buffer_allocation_is_terminal(self, buffer):
-        return 1 if _deref(buffer, Buffer, "buffer").allocation_is_terminal() else 0
+        return 1 if deref(buffer, Buffer, "buffer").allocation_is_terminal() else 0
 
     @export("0r_v", name="buffer.allocation.preserve")
     def buffer_allocation_preserve(self, buffer):
-        _deref(buffer, Buffer, "buffer").allocation_preserve()
+        deref(buffer, Buffer, "buffer").allocation_preserve()
 
     @export("0rrrIii_v", name="buffer.assert")
     def buffer_assert(self, buffer, message, allocator, minimum_length, memory_types,
                       buffer_usage):
-        buffer = _deref(buffer, Buffer, "buffer")
-        text = _string(_deref(message, VMBuffer, "buffer"))
+        buffer = deref(buffer, Buffer, "buffer")
+        text = _string(deref(message, VMBuffer, "buffer"))
         if buffer.byte_length < minimum_length:
             raise HalError(f"{text} buffer byte length {buffer.byte_length} less than expected "
                            f"minimum {minimum_length}", StatusCode.INVALID_ARGUMENT)
@@ -248,15 +250,15 @@ class HalModule(NativeModule, name="hal", version=7):
                            f"allocated; buffer allows {format_buffer_usage(buffer.allowed_usage)}"
                            f", operation requires {format_buffer_usage(required_usage)}",
                            StatusCode.PERMISSION_DENIED)
-        _deref(allocator, HeapAllocator, "allocator")
+        deref(allocator, HeapAllocator, "allocator")
 
     @export("0r_I", name="buffer.length")
     def buffer_length(self, buffer):
-        return _deref(buffer, Buffer, "buffer").byte_length
+        return deref(buffer, Buffer, "buffer").byte_length
 
     @export("0rIi_i", name="buffer.load")
     def buffer_load(self, buffer, offset, length):
-        buffer = _deref(buffer, Buffer, "buffer")
+        buffer = deref(buffer, Buffer, "buffer")
         length = _u32(length)
         if length > 4:
             raise HalError(f"load length byte count {length} exceeds max",
@@ -265,7 +267,7 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0irIi_v", name="buffer.store")
     def buffer_store(self, value, buffer, offset, length):
-        buffer = _deref(buffer, Buffer, "buffer")
+        buffer = deref(buffer, Buffer, "buffer")
         length = _u32(length)
         if length > 4:
             raise HalError(f"store length byte count {length} exceeds max",
@@ -277,7 +279,7 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0rII_r", name="buffer.subspan")
     def buffer_subspan(self, buffer, offset, length):
-        buffer = _deref(buffer, Buffer, "buffer")
+        buffer = deref(buffer, Buffer, "buffer")
         try:
             return buffer.subspan(offset, length)
         except VmrtError as error:
@@ -287,8 +289,8 @@ class HalModule(NativeModule, name="hal", version=7):
     # -- buffer view -------------------------------------------------------------------------------
     @export("0rriiCID_v", name="buffer_view.assert")
     def buffer_view_assert(self, view, message, element_type, encoding_type, shape):
-        view = _deref(view, BufferView, "buffer_view")
-        text = _string(_deref(message, VMBuffer, "buffer"))
+        view = deref(view, BufferView, "buffer_view")
+        text = _string(deref(message, VMBuffer, "buffer"))
         expected_encoding = _u32(encoding_type)
         if view.encoding_type != EncodingType.OPAQUE and view.encoding_type != expected_encoding:
             raise HalError(f"{text} encoding mismatch; expected {expected_encoding:08X} but have "
@@ -318,11 +320,11 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0r_r", name="buffer_view.buffer")
     def buffer_view_buffer(self, view):
-        return _deref(view, BufferView, "buffer_view").buffer
+        return deref(view, BufferView, "buffer_view").buffer
 
     @export("0rIIiiCID_r", name="buffer_view.create")
     def buffer_view_create(self, buffer, offset, length, element_type, encoding_type, shape):
-        buffer = _deref(buffer, Buffer, "buffer")
+        buffer = deref(buffer, Buffer, "buffer")
         if offset != 0 or length != buffer.byte_length:
             try:
                 buffer = buffer.subspan(offset, length)
@@ -334,19 +336,19 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0ri_I", name="buffer_view.dim")
     def buffer_view_dim(self, view, index):
-        return _deref(view, BufferView, "buffer_view").dim(index)
+        return deref(view, BufferView, "buffer_view").dim(index)
 
     @export("0r_i", name="buffer_view.element_type")
     def buffer_view_element_type(self, view):
-        return _i32(_deref(view, BufferView, "buffer_view").element_type)
+        return _i32(deref(view, BufferView, "buffer_view").element_type)
 
     @export("0r_i", name="buffer_view.encoding_type")
     def buffer_view_encoding_type(self, view):
-        return _i32(_deref(view, BufferView, "buffer_view").encoding_type)
+        return _i32(deref(view, BufferView, "buffer_view").encoding_type)
 
     @export("0r_i", name="buffer_view.rank")
     def buffer_view_rank(self, view):
-        return _deref(view, BufferView, "buffer_view").rank
+        return deref(view, BufferView, "buffer_view").rank
 
     @export("0rCrD_v", name="buffer_view.trace")
     def buffer_view_trace(self, key, views):
@@ -355,59 +357,59 @@ class HalModule(NativeModule, name="hal", version=7):
         if len(views) > 128:
             raise HalError("too many buffer views for a single trace call",
                            StatusCode.RESOURCE_EXHAUSTED)
-        self.buffer_view_trace(_string(_deref(key, VMBuffer, "buffer")),
-                               [_deref(v, BufferView, "buffer_view") for (v,) in views])
+        self.buffer_view_trace(_string(deref(key, VMBuffer, "buffer")),
+                               [deref(v, BufferView, "buffer_view") for (v,) in views])
 
     # -- channel (collectives are not implemented on the local devices) ----------------------------
     @export("0rIIrrii_r", name="channel.create")
     def channel_create(self, device, queue_affinity, flags, id, group, rank, count):
-        _deref(device, Device, "device")
+        deref(device, Device, "device")
         raise HalError("collective channels are not supported by the local devices",
                        StatusCode.UNIMPLEMENTED)
 
     @export("0r_ii", name="channel.rank_and_count")
     def channel_rank_and_count(self, channel):
-        _deref(channel, Channel, "channel")
+        deref(channel, Channel, "channel")
         return 0, 1
 
     @export("0riiI_r", name="channel.split")
     def channel_split(self, channel, color, key, flags):
-        _deref(channel, Channel, "channel")
+        deref(channel, Channel, "channel")
         raise HalError("collective channels are not supported by the local devices",
                        StatusCode.UNIMPLEMENTED)
 
     # -- command buffer ----------------------------------------------------------------------------
     @export("0rrIIIi_v", name="command_buffer.advise_buffer")
     def command_buffer_advise_buffer(self, command_buffer, buffer, flags, arg0, arg1, slot):
-        _deref(command_buffer, CommandBuffer, "command_buffer").advise_buffer(
+        deref(command_buffer, CommandBuffer, "command_buffer").advise_buffer(
             _ref(buffer, slot, 0, WHOLE_BUFFER), flags, arg0, arg1)
 
     @export("0rr_v", name="command_buffer.begin_debug_group")
     def command_buffer_begin_debug_group(self, command_buffer, label):
-        _deref(command_buffer, CommandBuffer, "command_buffer").begin_debug_group(
-            _string(_deref(label, VMBuffer, "buffer")))
+        deref(command_buffer, CommandBuffer, "command_buffer").begin_debug_group(
+            _string(deref(label, VMBuffer, "buffer")))
 
     @export("0rriiiirrIIIII_v", name="command_buffer.collective")
     def command_buffer_collective(self, command_buffer, channel, op, param, send_slot,
                                   recv_slot, send_buffer, recv_buffer, send_offset, send_length,
                                   recv_offset, recv_length, element_count):
-        command_buffer = _deref(command_buffer, CommandBuffer, "command_buffer")
-        _deref(channel, Channel, "channel")
+        command_buffer = deref(command_buffer, CommandBuffer, "command_buffer")
+        deref(channel, Channel, "channel")
         command_buffer.collective()
 
     @export("0riirIrIII_v", name="command_buffer.copy_buffer")
     def command_buffer_copy_buffer(self, command_buffer, source_slot, target_slot, source,
                                    source_offset, target, target_offset, length, flags):
-        _deref(command_buffer, CommandBuffer, "command_buffer").copy_buffer(
+        deref(command_buffer, CommandBuffer, "command_buffer").copy_buffer(
             _ref(source, source_slot, source_offset, length),
             _ref(target, target_slot, target_offset, length), flags)
 
     @export("0riiIi_r", name="command_buffer.create", state=True)
     def command_buffer_create(self, meter, device, modes, categories, queue_affinity,
                               binding_capacity):
-        device = _deref(device, Device, "device")
+        device = deref(device, Device, "device")
         # Under limits it is charged as it records (CommandBuffer.charge grows).
-        command_buffer = _charged(
+        command_buffer = charged(
             meter, _COMMAND_BUFFER_BYTES, lambda: device.create_command_buffer(
                 _u32(modes), _u32(categories), queue_affinity, _u32(binding_capacity)))
         command_buffer.begin()
@@ -416,8 +418,8 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rrIiiiICiDCiirIID_v", name="command_buffer.dispatch")
     def command_buffer_dispatch(self, command_buffer, executable, function, x, y, z, flags,
                                 constants, bindings):
-        command_buffer = _deref(command_buffer, CommandBuffer, "command_buffer")
-        executable = _deref(executable, Executable, "executable")
+        command_buffer = deref(command_buffer, CommandBuffer, "command_buffer")
+        executable = deref(executable, Executable, "executable")
         command_buffer.dispatch(executable, _function_index(function),
                                 (_u32(x), _u32(y), _u32(z)), _pack_constants(constants),
                                 _binding_refs(bindings), flags)
@@ -426,8 +428,8 @@ class HalModule(NativeModule, name="hal", version=7):
     def command_buffer_dispatch_indirect(self, command_buffer, executable, function,
                                          workgroups_slot, workgroups_buffer, workgroups_offset,
                                          flags, constants, bindings):
-        command_buffer = _deref(command_buffer, CommandBuffer, "command_buffer")
-        executable = _deref(executable, Executable, "executable")
+        command_buffer = deref(command_buffer, CommandBuffer, "command_buffer")
+        executable = deref(executable, Executable, "executable")
         command_buffer.dispatch(executable, _function_index(function), None,
                                 _pack_constants(constants), _binding_refs(bindings), flags,
                                 workgroup_count_ref=_ref(workgroups_buffer, workgroups_slot,
@@ -435,41 +437,41 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0r_v", name="command_buffer.end_debug_group")
     def command_buffer_end_debug_group(self, command_buffer):
-        _deref(command_buffer, CommandBuffer, "command_buffer").end_debug_group()
+        deref(command_buffer, CommandBuffer, "command_buffer").end_debug_group()
 
     @export("0riiI_v", name="command_buffer.execution_barrier")
     def command_buffer_execution_barrier(self, command_buffer, source_stage_mask,
                                          target_stage_mask, flags):
-        _deref(command_buffer, CommandBuffer, "command_buffer").execution_barrier(
+        deref(command_buffer, CommandBuffer, "command_buffer").execution_barrier(
             _u32(source_stage_mask), _u32(target_stage_mask), flags)
 
     @export("0rrIIiIiI_v", name="command_buffer.fill_buffer")
     def command_buffer_fill_buffer(self, command_buffer, target, offset, length, slot,
                                    pattern, pattern_length, flags):
-        command_buffer = _deref(command_buffer, CommandBuffer, "command_buffer")
+        command_buffer = deref(command_buffer, CommandBuffer, "command_buffer")
         command_buffer.fill_buffer(_ref(target, slot, offset, length),
                                    _pattern_bytes(pattern, pattern_length), flags)
 
     @export("0r_v", name="command_buffer.finalize")
     def command_buffer_finalize(self, command_buffer):
-        _deref(command_buffer, CommandBuffer, "command_buffer").end()
+        deref(command_buffer, CommandBuffer, "command_buffer").end()
 
     @export("0rirII_v", name="command_buffer.flush_buffer")
     def command_buffer_flush_buffer(self, command_buffer, slot, buffer, offset, length):
         # Host memory is coherent: flushes and invalidations have nothing to do.
-        _deref(command_buffer, CommandBuffer, "command_buffer")
-        _deref_or_null(buffer, Buffer, "buffer")
+        deref(command_buffer, CommandBuffer, "command_buffer")
+        deref_or_null(buffer, Buffer, "buffer")
 
     @export("0rirII_v", name="command_buffer.invalidate_buffer")
     def command_buffer_invalidate_buffer(self, command_buffer, slot, buffer, offset, length):
-        _deref(command_buffer, CommandBuffer, "command_buffer")
-        _deref_or_null(buffer, Buffer, "buffer")
+        deref(command_buffer, CommandBuffer, "command_buffer")
+        deref_or_null(buffer, Buffer, "buffer")
 
     @export("0rrIrIIiI_v", name="command_buffer.update_buffer")
     def command_buffer_update_buffer(self, command_buffer, source, source_offset, target,
                                      target_offset, length, slot, flags):
-        command_buffer = _deref(command_buffer, CommandBuffer, "command_buffer")
-        source = _deref(source, VMBuffer, "buffer")
+        command_buffer = deref(command_buffer, CommandBuffer, "command_buffer")
+        source = deref(source, VMBuffer, "buffer")
         data = source.map_ro(source_offset, length) if length >= 0 else None
         if data is None or len(data) != length:
             raise HalError(f"update source range [{source_offset}, {source_offset + length}) is "
@@ -479,13 +481,13 @@ class HalModule(NativeModule, name="hal", version=7):
     # -- device ------------------------------------------------------------------------------------
     @export("0r_r", name="device.allocator")
     def device_allocator(self, device):
-        return _deref(device, Device, "device").allocator
+        return deref(device, Device, "device").allocator
 
     @export("0rrr_iI", name="device.query.i64")
     def device_query_i64(self, device, category, key):
-        device = _deref(device, Device, "device")
-        category = _string(_deref(category, VMBuffer, "buffer"))
-        key = _string(_deref(key, VMBuffer, "buffer"))
+        device = deref(device, Device, "device")
+        category = _string(deref(category, VMBuffer, "buffer"))
+        key = _string(deref(key, VMBuffer, "buffer"))
         try:
             return 1, device.query_i64(category, key)
         except VmrtError:
@@ -494,94 +496,94 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIrrIiiII_r", name="device.queue.alloca", state=True)
     def device_queue_alloca(self, meter, device, queue_affinity, wait_fence, signal_fence, pool,
                             memory_types, buffer_usage, size, flags):
-        device = _deref(device, Device, "device")
+        device = deref(device, Device, "device")
         if pool != 0:
             raise HalError("VM queue allocation pools are not supported",
                            StatusCode.UNIMPLEMENTED)
-        return _charged(meter, size, lambda: _guarded(
-            meter, device.queue_alloca, queue_affinity, _fence(wait_fence),
-            _fence(signal_fence), _u32(memory_types), _u32(buffer_usage), size, flags))
+        return charged(meter, size, lambda: guarded_call(
+            meter, device.queue_alloca, queue_affinity, fence_or_none(wait_fence),
+            fence_or_none(signal_fence), _u32(memory_types), _u32(buffer_usage), size, flags))
 
     @export("0rIrrI_v", name="device.queue.barrier", state=True)
     def device_queue_barrier(self, meter, device, queue_affinity, wait_fence, signal_fence,
                              flags):
-        _guarded(meter, _deref(device, Device, "device").queue_barrier,
-                 queue_affinity, _fence(wait_fence), _fence(signal_fence), flags)
+        guarded_call(meter, deref(device, Device, "device").queue_barrier,
+                 queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence), flags)
 
     @export("0rIrrrIrIII_v", name="device.queue.copy", state=True)
     def device_queue_copy(self, meter, device, queue_affinity, wait_fence, signal_fence, source,
                           source_offset, target, target_offset, length, flags):
-        _guarded(
-            meter, _deref(device, Device, "device").queue_copy,
-            queue_affinity, _fence(wait_fence), _fence(signal_fence),
-            _deref(source, Buffer, "buffer"), source_offset, _deref(target, Buffer, "buffer"),
+        guarded_call(
+            meter, deref(device, Device, "device").queue_copy,
+            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
+            deref(source, Buffer, "buffer"), source_offset, deref(target, Buffer, "buffer"),
             target_offset, length, flags)
 
     @export("0rIrrrI_v", name="device.queue.dealloca", state=True)
     def device_queue_dealloca(self, meter, device, queue_affinity, wait_fence, signal_fence,
                               buffer, flags):
-        _guarded(
-            meter, _deref(device, Device, "device").queue_dealloca,
-            queue_affinity, _fence(wait_fence), _fence(signal_fence),
-            _deref(buffer, Buffer, "buffer"), flags)
+        guarded_call(
+            meter, deref(device, Device, "device").queue_dealloca,
+            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
+            deref(buffer, Buffer, "buffer"), flags)
 
     @export("0rIrrrI_v", name="device.queue.execute", state=True)
     def device_queue_execute(self, meter, device, queue_affinity, wait_fence, signal_fence,
                              command_buffer, flags):
-        _guarded(
-            meter, _deref(device, Device, "device").queue_execute,
-            queue_affinity, _fence(wait_fence), _fence(signal_fence),
-            _deref(command_buffer, CommandBuffer, "command_buffer"), (), flags)
+        guarded_call(
+            meter, deref(device, Device, "device").queue_execute,
+            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
+            deref(command_buffer, CommandBuffer, "command_buffer"), (), flags)
 
     @export("0rIrrrICrIID_v", name="device.queue.execute.indirect", state=True)
     def device_queue_execute_indirect(self, meter, device, queue_affinity, wait_fence,
                                       signal_fence, command_buffer, flags, bindings):
-        table = [(_deref_or_null(buffer, Buffer, "buffer"), offset, length)
+        table = [(deref_or_null(buffer, Buffer, "buffer"), offset, length)
                  for buffer, offset, length in bindings]
-        _guarded(
-            meter, _deref(device, Device, "device").queue_execute,
-            queue_affinity, _fence(wait_fence), _fence(signal_fence),
-            _deref(command_buffer, CommandBuffer, "command_buffer"), table, flags)
+        guarded_call(
+            meter, deref(device, Device, "device").queue_execute,
+            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
+            deref(command_buffer, CommandBuffer, "command_buffer"), table, flags)
 
     @export("0rIrrrIIIiI_v", name="device.queue.fill", state=True)
     def device_queue_fill(self, meter, device, queue_affinity, wait_fence, signal_fence, target,
                           offset, length, pattern, pattern_length, flags):
-        _guarded(
-            meter, _deref(device, Device, "device").queue_fill,
-            queue_affinity, _fence(wait_fence), _fence(signal_fence),
-            _deref(target, Buffer, "buffer"), offset, length,
+        guarded_call(
+            meter, deref(device, Device, "device").queue_fill,
+            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
+            deref(target, Buffer, "buffer"), offset, length,
             _pattern_bytes(pattern, pattern_length), flags)
 
     @export("0rI_v", name="device.queue.flush")
     def device_queue_flush(self, device, queue_affinity):
-        _deref(device, Device, "device").queue_flush(queue_affinity)
+        deref(device, Device, "device").queue_flush(queue_affinity)
 
     @export("0rIrrrIrIII_v", name="device.queue.read", state=True)
     def device_queue_read(self, meter, device, queue_affinity, wait_fence, signal_fence, source,
                           source_offset, target, target_offset, length, flags):
-        _guarded(
-            meter, _deref(device, Device, "device").queue_read,
-            queue_affinity, _fence(wait_fence), _fence(signal_fence),
-            _deref(source, MemoryFile, "file"), source_offset, _deref(target, Buffer, "buffer"),
+        guarded_call(
+            meter, deref(device, Device, "device").queue_read,
+            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
+            deref(source, MemoryFile, "file"), source_offset, deref(target, Buffer, "buffer"),
             target_offset, length, flags)
 
     @export("0rIrrrIrIII_v", name="device.queue.update", state=True)
     def device_queue_update(self, meter, device, queue_affinity, wait_fence, signal_fence,
                             source, source_offset, target, target_offset, length, flags):
-        source = _deref(source, VMBuffer, "buffer")
+        source = deref(source, VMBuffer, "buffer")
         data = source.map_ro(source_offset, length)
-        _guarded(
-            meter, _deref(device, Device, "device").queue_update,
-            queue_affinity, _fence(wait_fence), _fence(signal_fence), data,
-            _deref(target, Buffer, "buffer"), target_offset, length, flags)
+        guarded_call(
+            meter, deref(device, Device, "device").queue_update,
+            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence), data,
+            deref(target, Buffer, "buffer"), target_offset, length, flags)
 
     @export("0rIrrrIrIII_v", name="device.queue.write", state=True)
     def device_queue_write(self, meter, device, queue_affinity, wait_fence, signal_fence,
                            source, source_offset, target, target_offset, length, flags):
-        _guarded(
-            meter, _deref(device, Device, "device").queue_write,
-            queue_affinity, _fence(wait_fence), _fence(signal_fence),
-            _deref(source, Buffer, "buffer"), source_offset, _deref(target, MemoryFile, "file"),
+        guarded_call(
+            meter, deref(device, Device, "device").queue_write,
+            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
+            deref(source, Buffer, "buffer"), source_offset, deref(target, MemoryFile, "file"),
             target_offset, length, flags)
 
     @export("0v_i", name="devices.count")
@@ -595,26 +597,26 @@ class HalModule(NativeModule, name="hal", version=7):
     # -- files -------------------------------------------------------------------------------------
     @export("0rIirIIi_r", name="ex.file.from_memory")
     def ex_file_from_memory(self, device, queue_affinity, access, buffer, offset, length, flags):
-        _deref(device, Device, "device")
+        deref(device, Device, "device")
         if _u32(access) & ~_READ:
             raise HalError("only read-only memory can be accessed via a file handle (today)",
                            StatusCode.PERMISSION_DENIED)
-        buffer = _deref(buffer, VMBuffer, "buffer")
+        buffer = deref(buffer, VMBuffer, "buffer")
         return MemoryFile(buffer.map_ro(offset, length), _READ)
 
     # -- executables -------------------------------------------------------------------------------
     @export("0rIrrr_r", name="executable.create", state=True)
     def executable_create(self, charge, device, queue_affinity, executable_format, data,
                           constants):
-        device = _deref(device, Device, "device")
-        fmt = _string(_deref(executable_format, VMBuffer, "buffer"))
+        device = deref(device, Device, "device")
+        fmt = _string(deref(executable_format, VMBuffer, "buffer"))
         if charge is not None and not self.native_under_limits and fmt in NATIVE_FORMATS:
             raise HalError(f"executable format '{fmt}' is native code, which Limits cannot "
                            "meter or interrupt: refused in a context with limits (the host "
                            "may opt in: HalModule(native_under_limits=True), "
                            "vmrt run --native_under_limits)",
                            StatusCode.PERMISSION_DENIED)
-        data = _deref(data, VMBuffer, "buffer")
+        data = deref(data, VMBuffer, "buffer")
         constant_bytes = b""
         if isinstance(constants, VMBuffer):
             if constants.length % 4:
@@ -623,18 +625,18 @@ class HalModule(NativeModule, name="hal", version=7):
             constant_bytes = bytes(constants.view)
         # Under limits the executable's module is charged while it lives, and its
         # initializers run metered (vmrt.hal.vmvx_loader).
-        return _charged(charge, data.length + len(constant_bytes), lambda: _guarded(
+        return charged(charge, data.length + len(constant_bytes), lambda: guarded_call(
             charge, device.create_executable, fmt, data.view, constant_bytes, queue_affinity))
 
     @export("0rr_I", name="executable.lookup.function")
     def executable_lookup_function(self, executable, name):
-        executable = _deref(executable, Executable, "executable")
-        return executable.lookup_function(_string(_deref(name, VMBuffer, "buffer")))
+        executable = deref(executable, Executable, "executable")
+        return executable.lookup_function(_string(deref(name, VMBuffer, "buffer")))
 
     # -- fences ------------------------------------------------------------------------------------
     @export("0iICrD_i", name="fence.await", state=True)
     def fence_await(self, meter, timeout_millis, flags, fences):
-        fences = [_deref_or_null(f, Fence, "fence") for (f,) in fences]
+        fences = [deref_or_null(f, Fence, "fence") for (f,) in fences]
         pending = []
         for fence in fences:
             if fence is not None and not fence.is_reached():  # raises a failure
@@ -644,7 +646,7 @@ class HalModule(NativeModule, name="hal", version=7):
         timeout = _u32(timeout_millis)
         deadline = None if timeout == _UINT32_MAX else time.monotonic() + timeout / 1000.0
         try:
-            _guarded(meter, _wait_all, pending, deadline)
+            guarded_call(meter, _wait_all, pending, deadline)
         except HalError as error:  # (the call's own limits fail it: a VMError)
             # The wait timed out; work that failed with DEADLINE_EXCEEDED fails the call.
             if error.code == StatusCode.DEADLINE_EXCEEDED and deadline is not None and \
@@ -655,11 +657,11 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0rI_r", name="fence.create")
     def fence_create(self, device, flags):
-        return _deref(device, Device, "device").create_fence()
+        return deref(device, Device, "device").create_fence()
 
     @export("0ri_v", name="fence.fail")
     def fence_fail(self, fence, status):
-        fence = _deref(fence, Fence, "fence")
+        fence = deref(fence, Fence, "fence")
         code = status & 0x1F
         try:
             code = StatusCode(code)
@@ -669,7 +671,7 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0ICrD_r", name="fence.join")
     def fence_join(self, flags, fences):
-        fences = [_deref_or_null(f, Fence, "fence") for (f,) in fences]
+        fences = [deref_or_null(f, Fence, "fence") for (f,) in fences]
         joined = Fence()
         for fence in fences:
             joined.extend(fence)
@@ -677,12 +679,12 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0r_i", name="fence.query")
     def fence_query(self, fence):
-        code, _ = _deref(fence, Fence, "fence").status()
+        code, _ = deref(fence, Fence, "fence").status()
         return int(code)
 
     @export("0r_v", name="fence.signal")
     def fence_signal(self, fence):
-        _deref(fence, Fence, "fence").signal()
+        deref(fence, Fence, "fence").signal()
 
 
 def _wait_all(fences, deadline) -> None:
@@ -730,35 +732,24 @@ class HostAdapter:
     def __init__(self, device: Device):
         self.device = device
 
-    def convert_arguments(self, fragment: str, args) -> tuple:
+    def convert_arguments(self, signature: Signature, args) -> tuple:
+        """Arrays at ref positions become buffer views (spans pass through unchanged)."""
         converted = list(args)
-        position = 0
-        i = 0
-        while i < len(fragment) and position < len(converted):
-            ch = fragment[i]
-            if ch == "C":  # spans pass through unchanged
-                i = fragment.find("D", i + 1) + 1
-                position += 1
-                continue
-            if ch == "v":
-                i += 1
-                continue
+        for position, element in enumerate(signature.arguments[:len(converted)]):
             value = converted[position]
-            if ch == "r" and not isinstance(value, RefObject) and value is not None and \
+            if element == "r" and not isinstance(value, RefObject) and value is not None and \
                     hasattr(value, "__array_interface__"):
                 converted[position] = buffer_view_from_numpy(value, self.device)
-            position += 1
-            i += 1
         return tuple(converted)
 
     def create_signal_fence(self) -> Fence:
-        """A fence for an async-external call to signal (vmrt.vm.context.AsyncFunction)."""
+        """A fence for an async-external call to signal (vmrt.vm.invocation.AsyncFunction)."""
         return self.device.create_fence()
 
     def wait_fence(self, fence: Fence) -> None:
         fence.wait()
 
-    def convert_results(self, fragment: str, result):
+    def convert_results(self, signature: Signature, result):
         if isinstance(result, tuple):
             return tuple(self.to_host(r) for r in result)
         return self.to_host(result)
@@ -774,4 +765,5 @@ class HostAdapter:
         return buffer_view_from_numpy(value, self.device)
 
 
-__all__ = ["Channel", "Event", "HalModule", "HostAdapter"]
+__all__ = ["Channel", "Event", "HalModule", "HostAdapter", "charged", "deref", "deref_or_null",
+           "fence_or_none", "guarded_call"]

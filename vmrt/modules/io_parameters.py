@@ -21,7 +21,7 @@ from vmrt.io import ParameterScopes, ProviderSet, ProviderSignal
 from vmrt.io.provider import ParameterProvider, ParameterSpan
 from vmrt.io.transfer import MAX_CONCURRENCY, TransferPlan, host_memory
 # (importing it registers the !hal.* ref types)
-from vmrt.modules.hal import _charged, _deref, _fence, _guarded
+from vmrt.modules.hal import charged, deref, fence_or_none, guarded_call
 from vmrt.native import NativeModule, export
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.list import VMList
@@ -52,13 +52,13 @@ def _string(buffer) -> str:
     """iree_vm_buffer_as_string (null is ""), kept byte-exact for non-UTF-8 keys."""
     if buffer is None:
         return ""
-    return bytes(_deref(buffer, VMBuffer, "buffer").view).decode("utf-8", "surrogateescape")
+    return bytes(deref(buffer, VMBuffer, "buffer").view).decode("utf-8", "surrogateescape")
 
 
 def _call_spans(key_table, key_data, spans) -> list[ParameterSpan]:
     """decode_spans of an export's three buffer arguments (refs checked first)."""
-    return decode_spans(_deref(key_table, VMBuffer, "buffer"), _deref(key_data, VMBuffer, "buffer"),
-                        _deref(spans, VMBuffer, "buffer"))
+    return decode_spans(deref(key_table, VMBuffer, "buffer"), deref(key_data, VMBuffer, "buffer"),
+                        deref(spans, VMBuffer, "buffer"))
 
 
 def decode_spans(key_table: VMBuffer, key_data: VMBuffer,
@@ -140,9 +140,9 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
     def load(self, device, queue_affinity, wait_fence, signal_fence, source_scope,
              target_queue_affinity, target_memory_types, target_buffer_usage, key_table,
              key_data, spans, meter=None):
-        signal = _fence(signal_fence)
+        signal = fence_or_none(signal_fence)
         try:
-            device = _deref(device, Device, "device")
+            device = deref(device, Device, "device")
             scope = _string(source_scope)
             spans = _call_spans(key_table, key_data, spans)
             memory_types = target_memory_types & 0xFFFFFFFF
@@ -158,12 +158,12 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
                     buffer = allocator.import_buffer(view, memory_types, usage, _READ,
                                                      target_queue_affinity)
                 else:
-                    buffer = _charged(meter, span.length, lambda: allocator.import_buffer(
+                    buffer = charged(meter, span.length, lambda: allocator.import_buffer(
                         host_memory(span.length), memory_types, usage, 0, target_queue_affinity))
                 buffers.append(buffer)
             targets = [None if view is not None else buffer
                        for view, buffer in zip(lent, buffers)]
-            self._schedule(meter, device, queue_affinity, _fence(wait_fence), signal, plan,
+            self._schedule(meter, device, queue_affinity, fence_or_none(wait_fence), signal, plan,
                            lambda: [None if b is None else b.map_range(_WRITE)
                                     for b in targets])
             return VMList.from_values(buffers, "!hal.buffer")
@@ -172,28 +172,28 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
 
     def gather(self, device, queue_affinity, wait_fence, signal_fence, source_scope,
                target_buffer, key_table, key_data, spans, meter=None):
-        signal = _fence(signal_fence)
+        signal = fence_or_none(signal_fence)
         try:
-            device = _deref(device, Device, "device")
-            target = _deref(target_buffer, Buffer, "buffer")
+            device = deref(device, Device, "device")
+            target = deref(target_buffer, Buffer, "buffer")
             scope = _string(source_scope)
             spans = _call_spans(key_table, key_data, spans)
             plan = self.providers.plan_gather(scope, spans, target.byte_length)
-            self._schedule(meter, device, queue_affinity, _fence(wait_fence), signal, plan,
+            self._schedule(meter, device, queue_affinity, fence_or_none(wait_fence), signal, plan,
                            lambda: [target.map_range(_WRITE, 0, WHOLE_BUFFER)])
         except Exception as exc:
             raise _fail(signal, exc)
 
     def scatter(self, device, queue_affinity, wait_fence, signal_fence, source_buffer,
                 target_scope, key_table, key_data, spans, meter=None):
-        signal = _fence(signal_fence)
+        signal = fence_or_none(signal_fence)
         try:
-            device = _deref(device, Device, "device")
-            source = _deref(source_buffer, Buffer, "buffer")
+            device = deref(device, Device, "device")
+            source = deref(source_buffer, Buffer, "buffer")
             scope = _string(target_scope)
             spans = _call_spans(key_table, key_data, spans)
             plan = self.providers.plan_scatter(scope, spans, source.byte_length)
-            self._schedule(meter, device, queue_affinity, _fence(wait_fence), signal, plan,
+            self._schedule(meter, device, queue_affinity, fence_or_none(wait_fence), signal, plan,
                            lambda: [source.map_range(_READ, 0, WHOLE_BUFFER)])
         except Exception as exc:
             raise _fail(signal, exc)
@@ -203,7 +203,7 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
                   signal: Fence | None, plan: TransferPlan, map_views) -> None:
         """The plan as one queue operation after `wait` that signals `signal`: its
         batches run up to max_concurrency at once, then it finishes (flushes)."""
-        _guarded(meter, device.queue_host_call, queue_affinity, wait, signal,
+        guarded_call(meter, device.queue_host_call, queue_affinity, wait, signal,
                  lambda: plan.run(map_views(), self.max_concurrency))
 
 

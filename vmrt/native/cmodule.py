@@ -31,7 +31,8 @@ import weakref
 
 from vmrt.errors import StatusCode, VMError, VmrtError
 from vmrt.memory import MISSING_C_EXTENSION
-from vmrt.native.signature import Signature
+from vmrt.native.module import ForeignCode, ForeignExport, NativeModule
+from vmrt.vm.cconv import Signature
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.ref import RefObject, lookup_ref_type
 
@@ -85,7 +86,7 @@ def _address(pointer) -> int:
 # ----------------------------------------------------------------------------------------------
 # Declarations
 # ----------------------------------------------------------------------------------------------
-class CExport:
+class CExport(ForeignExport):
     """A class attribute declaring an export implemented in C."""
 
     __slots__ = ("cconv", "address", "name")
@@ -101,6 +102,10 @@ class CExport:
     def __repr__(self) -> str:
         return f"<C export {self.name or '?'} {self.cconv!r} at {self.address:#x}>"
 
+    @staticmethod
+    def binding(module) -> "CBinding":
+        return CBinding(module)
+
 
 def c_export(cconv: str, function, *, name: str | None = None) -> CExport:
     """Declares an export implemented by the C function `function` (a cdata
@@ -108,7 +113,7 @@ def c_export(cconv: str, function, *, name: str | None = None) -> CExport:
     return CExport(cconv, function, name)
 
 
-class CState:
+class CState(ForeignCode):
     """Per-context C state: `alloc(module, &state)` at registration, `free(module,
     state)` at teardown (vmrt_alloc_state_fn_t / vmrt_free_state_fn_t)."""
 
@@ -118,11 +123,13 @@ class CState:
         self.alloc = _address(alloc) if alloc is not None else 0
         self.free = _address(free) if free is not None else 0
 
+    @staticmethod
+    def binding(module) -> "CBinding":
+        return CBinding(module)
+
 
 def c_module_class(descriptor):
     """A NativeModule subclass for a vmrt_module_descriptor_t (pointer or address)."""
-    from vmrt.native.module import NativeModule
-
     _require_native()
     d = ffi.cast("const vmrt_module_descriptor_t*", _address(descriptor))
     if d == ffi.NULL:
@@ -459,6 +466,15 @@ def _generic_adapter(call, signature: Signature, where: str, fail):
     return adapter
 
 
+def _return_line(results: tuple) -> str:
+    """The generated adapter's return statement for the unpacked results `r`."""
+    if "r" in results:
+        return "        return RESULTS(r)"
+    if not results:
+        return "        return None"
+    return "        return r[0]" if len(results) == 1 else "        return r"
+
+
 def _fixed_adapter(call, signature: Signature, where: str, fail):
     """A generated adapter for a cconv without spans (any refs and results)."""
     cconv = signature.cconv
@@ -502,15 +518,7 @@ def _fixed_adapter(call, signature: Signature, where: str, fail):
     lines.append(f"        r = UNPACK_RETS(view, {offset})")
     lines.append("        if s:")
     lines.append("            raise FAILED(s, r)")
-    results = signature.results
-    if "r" in results:
-        lines.append("        return RESULTS(r)")
-    elif not results:
-        lines.append("        return None")
-    elif len(results) == 1:
-        lines.append("        return r[0]")
-    else:
-        lines.append("        return r")
+    lines.append(_return_line(signature.results))
     lines.append("    return adapter")
     namespace: dict = {}
     exec(compile("\n".join(lines) + "\n", f"<vmrt C adapter {cconv}>", "exec"), namespace)

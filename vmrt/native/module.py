@@ -53,8 +53,7 @@ from vmrt.vm.module import Dependency as _Dependency
 from vmrt.vm.module import ImportDecl, Module, ModuleInstance
 from vmrt.vm.numerics import f32 as _f32
 from vmrt.vm.ref import RefObject, register_ref_type
-from vmrt.native import signature as sig_mod
-from vmrt.native.signature import CConvError, Signature
+from vmrt.vm.cconv import CConvError, Signature, parse
 
 I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -158,6 +157,8 @@ class NativeModule(Module):
     _dependency_decls: tuple = ()
     _c_state = None
     _c_module = None
+    #: ForeignCode.binding of the module's foreign exports or state, or None.
+    _foreign_binding = None
 
     def __init_subclass__(cls, name: str | None = None, version: int | None = None,
                           imports=None, dependencies=None, c_state=None, c_module=None,
@@ -173,7 +174,7 @@ class NativeModule(Module):
             for decl in cls._import_decls:
                 try:
                     if decl.cconv:
-                        sig_mod.parse(decl.cconv)
+                        parse(decl.cconv)
                 except CConvError as error:
                     raise VMError(f"native module '{cls.name}' import '{decl.full_name}' "
                                   f"(cconv {decl.cconv!r}): {error.message}",
@@ -186,6 +187,10 @@ class NativeModule(Module):
         if c_module is not None:
             cls._c_module = c_module
         cls._exports = _collect_exports(cls)
+        foreign = [e.c_export for e in cls._exports.values() if e.c_export is not None]
+        if cls._c_state is not None:
+            foreign.append(cls._c_state)
+        cls._foreign_binding = staticmethod(foreign[0].binding) if foreign else None
 
     # -- Module interface -------------------------------------------------------------------
     def export_names(self) -> list[str]:
@@ -222,19 +227,39 @@ class NativeModule(Module):
             imports[full_name] = fn
 
 
-def _collect_exports(cls) -> dict:
-    from vmrt.native.cmodule import CExport
+class ForeignCode:
+    """What a native module declares of code outside Python (vmrt.native.cmodule:
+    C exports and C state): `binding(module)` makes the per-context object that
+    serves it, with `adapter(export, module_name)` (the callable of a
+    ForeignExport) and `release()` (at context teardown)."""
 
+    __slots__ = ()
+
+    @staticmethod
+    def binding(module):
+        raise NotImplementedError
+
+
+class ForeignExport(ForeignCode):
+    """A class attribute declaring an export implemented outside Python: `cconv`
+    and `name` (None: the attribute's name)."""
+
+    __slots__ = ()
+    cconv: str
+    name: str | None
+
+
+def _collect_exports(cls) -> dict:
     module_name = cls.name or cls.__name__
     exports: dict[str, Export] = {}
     seen_attributes: dict[str, Export] = {}
     for klass in reversed(cls.__mro__):
         for attr, value in vars(klass).items():
             spec = getattr(value, "vmrt_export", None)
-            if isinstance(value, CExport):
+            if isinstance(value, ForeignExport):
                 name = value.name or attr
                 try:
-                    signature = sig_mod.parse(value.cconv)
+                    signature = parse(value.cconv)
                 except CConvError as error:
                     raise _declaration_error(module_name, name, value.cconv,
                                              error.message) from None
@@ -265,7 +290,7 @@ def _python_export(module_name, name, attr, fn, spec: ExportSpec) -> Export:
         except CConvError as error:
             raise _declaration_error(module_name, name, None, error.message) from None
     try:
-        signature = sig_mod.parse(cconv)
+        signature = parse(cconv)
     except CConvError as error:
         raise _declaration_error(module_name, name, cconv, error.message) from None
     _check_parameters(module_name, name, fn, signature, spec.state)
@@ -324,11 +349,8 @@ class NativeModuleInstance(ModuleInstance):
             for decl in module._import_decls:
                 entry = self._resolved.get(decl.full_name)
                 module.bind_import(self.state, decl.full_name, entry[0] if entry else None)
-            if any(e.c_export is not None for e in module._exports.values()) or \
-                    module._c_state is not None:
-                from vmrt.native.cmodule import CBinding
-
-                self.c_binding = CBinding(module)
+            if module._foreign_binding is not None:
+                self.c_binding = module._foreign_binding(module)
             self._initialized = True
             for export in module._exports.values():
                 self._adapters[export.name] = (self._make_adapter(export), export.is_generator)

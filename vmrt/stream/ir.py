@@ -15,22 +15,7 @@ import enum
 import math
 from dataclasses import dataclass, field
 
-from vmrt.errors import StatusCode, VmrtError
-
-
-class StreamError(VmrtError):
-    """A stream program that cannot be read or is not well formed.
-
-    Carries the source location (file:line:col) when the program came from text.
-    """
-
-    default_code = StatusCode.INVALID_ARGUMENT
-
-    def __init__(self, message: str, loc: "Loc | None" = None,
-                 code: StatusCode | int | None = None):
-        self.loc = loc
-        self.bare_message = message
-        super().__init__(f"{loc}: {message}" if loc is not None else message, code)
+from vmrt.errors import StatusCode, StreamError
 
 
 class Lifetime(str, enum.Enum):
@@ -114,10 +99,6 @@ class Value:
         self.index = index
         self.func = func
 
-    @property
-    def is_argument(self) -> bool:
-        return self.op is None
-
     def __repr__(self) -> str:
         return f"%{self.name}: {self.type}"
 
@@ -173,12 +154,6 @@ class Op:
     @property
     def is_dispatch(self) -> bool:
         return self.kind == "dispatch"
-
-    def tied_result(self, operand_index: int) -> Value | None:
-        for result, tie in zip(self.results, self.ties):
-            if tie == operand_index:
-                return result
-        return None
 
     def describe(self) -> str:
         """A short name for messages: `dispatch @exe::@fn` or `fill` (+ location)."""

@@ -36,10 +36,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from vmrt.elements import ElementType
 from vmrt.errors import StatusCode
 from vmrt.hal.python_loader import FORMAT as PYTHON_FORMAT
 from vmrt.hal.python_loader import encode_executable
-from vmrt.hal.types import BufferUsage, ElementType, EncodingType, MemoryType
+from vmrt.hal.types import BufferUsage, EncodingType, MemoryType
 from vmrt.stream.allocation import Plan, plan
 from vmrt.stream.evaluate import pattern_bytes
 from vmrt.stream.ir import Func, Lifetime, Op, Program, StreamError

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 
-from vmrt.errors import VmrtError
+from vmrt.errors import UsageError, VmrtError
 from vmrt.tools.flags import FLAGFILE_HELP, expand_flagfiles
 
 # subcommand -> (module under vmrt.tools defining add_arguments(parser) and run(args),
@@ -40,11 +40,6 @@ SUBCOMMANDS = {
                                     "report their transient memory, lower them to VM "
                                     "modules and run them."),
 }
-
-
-class UsageError(Exception):
-    """A command line argparse rejects (printed as one line, exit status 1, as
-    IREE's tools do)."""
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -145,11 +140,15 @@ class _Interrupts:
 
 
 def main(argv: list[str] | None = None) -> int:
-    interrupts = _Interrupts()
+    interrupts = None
     try:
+        interrupts = _Interrupts()
         return _main(argv, interrupts)
+    except KeyboardInterrupt:  # (a Ctrl-C while the handler is being put in place)
+        return 130
     finally:
-        interrupts.restore()
+        if interrupts is not None:
+            interrupts.restore()
 
 
 def _main(argv, interrupts: _Interrupts) -> int:
@@ -158,7 +157,7 @@ def _main(argv, interrupts: _Interrupts) -> int:
         args = build_parser(command_in(argv)).parse_args(argv)
         return int(args.run(args) or 0)
     except UsageError as error:
-        print(error, file=sys.stderr)
+        print(error.message, file=sys.stderr)
         return 1
     except VmrtError as error:
         if os.environ.get("VMRT_TRACEBACK"):

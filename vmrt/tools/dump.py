@@ -146,103 +146,130 @@ def _printable_prefix(data) -> int | None:
 
 
 def format_metadata(module) -> str:
+    """The metadata listing iree-dump-module prints: header, imports and exports,
+    sections, the function table and the debug summary."""
     lines: list[str] = []
-    out = lines.append
-    out(section_header(f"@{module.name} : version {module.version}"))
+    for section in (_header_lines, _import_lines, _export_lines, _section_lines,
+                    _function_table_lines, _debug_lines):
+        lines.extend(section(module))
+    return "\n".join(lines) + "\n"
+
+
+def _header_lines(module) -> list[str]:
+    lines = [section_header(f"@{module.name} : version {module.version}")]
     if module.requirements:
-        out(f"Requirements: {format_feature_bits(module.requirements)}\n")
+        lines.append(f"Requirements: {format_feature_bits(module.requirements)}\n")
     if is_vector_present(module, "attrs"):
-        out("Attributes:")
-        lines.extend(_attrs(module.attrs, 2))
-        out("")
+        lines += ["Attributes:", *_attrs(module.attrs, 2), ""]
     if is_vector_present(module, "types"):
-        out("Required Types:")
-        for i, type_def in enumerate(module.types):
-            out(f"  [{i:3d}] {type_def.full_name}")
-        out("")
+        lines.append("Required Types:")
+        lines += [f"  [{i:3d}] {type_def.full_name}" for i, type_def in enumerate(module.types)]
+        lines.append("")
     if is_vector_present(module, "dependencies"):
-        out("Module Dependencies:")
+        lines.append("Module Dependencies:")
         for dep in module.dependencies:
             kind = "optional" if dep.flags & 2 else "required"
-            out(f"  {dep.name}, version >= {dep.minimum_version}, {kind}")
-        out("")
-    if is_vector_present(module, "imported_functions"):
-        out("Imported Functions:")
-        for i, import_def in enumerate(module.imported_functions):
-            optional = "?" if import_def.flags & 2 else ""
-            signature = import_def.signature
-            cconv = ""
-            if signature is not None and signature.calling_convention is not None:
-                cconv = format_cconv(signature.calling_convention)
-            out(f"  [{i:3d}] {optional}{import_def.full_name}{cconv}")
-            if signature is not None:
-                lines.extend(_attrs(signature.attrs, 8))
-        out("")
-    if is_vector_present(module, "exported_functions"):
-        out("Exported Functions:")
-        signatures = module.function_signatures
-        for i, export in enumerate(module.exported_functions):
-            signature = signatures[export.internal_ordinal] \
-                if 0 <= export.internal_ordinal < len(signatures) else None
-            cconv = ""
-            if signature is not None and signature.calling_convention is not None:
-                cconv = format_cconv(signature.calling_convention)
-            out(f"  [{i:3d}] {export.local_name}{cconv}")
-            if signature is not None:
-                lines.extend(_attrs(signature.attrs, 8))
-        out("")
-    out(section_header("Sections"))
+            lines.append(f"  {dep.name}, version >= {dep.minimum_version}, {kind}")
+        lines.append("")
+    return lines
+
+
+def _function_lines(index: int, name: str, signature) -> list[str]:
+    """One imported or exported function: `[  i] name(cconv)` and its attributes."""
+    cconv = ""
+    if signature is not None and signature.calling_convention is not None:
+        cconv = format_cconv(signature.calling_convention)
+    lines = [f"  [{index:3d}] {name}{cconv}"]
+    if signature is not None:
+        lines += _attrs(signature.attrs, 8)
+    return lines
+
+
+def _import_lines(module) -> list[str]:
+    if not is_vector_present(module, "imported_functions"):
+        return []
+    lines = ["Imported Functions:"]
+    for i, import_def in enumerate(module.imported_functions):
+        optional = "?" if import_def.flags & 2 else ""
+        lines += _function_lines(i, optional + import_def.full_name, import_def.signature)
+    return lines + [""]
+
+
+def _export_lines(module) -> list[str]:
+    if not is_vector_present(module, "exported_functions"):
+        return []
+    lines = ["Exported Functions:"]
+    signatures = module.function_signatures
+    for i, export in enumerate(module.exported_functions):
+        signature = signatures[export.internal_ordinal] \
+            if 0 <= export.internal_ordinal < len(signatures) else None
+        lines += _function_lines(i, export.local_name, signature)
+    return lines + [""]
+
+
+def _section_lines(module) -> list[str]:
+    lines = [section_header("Sections")]
     state = module.module_state
     if state is not None:
         total = state.global_bytes_capacity + REF_SIZE * state.global_ref_count
-        out("Module State:")
-        out(f"  {state.global_bytes_capacity} bytes, {state.global_ref_count} refs, "
-            f"~{total} bytes total\n")
-    out(f"FlatBuffer: {module.archive.flatbuffer_length} bytes")
+        lines += ["Module State:", f"  {state.global_bytes_capacity} bytes, "
+                  f"{state.global_ref_count} refs, ~{total} bytes total\n"]
+    lines.append(f"FlatBuffer: {module.archive.flatbuffer_length} bytes")
     if is_vector_present(module, "bytecode_data"):
-        out(f"  Bytecode: {len(module.bytecode_data)} bytes")
+        lines.append(f"  Bytecode: {len(module.bytecode_data)} bytes")
     external_size = 0
     for i, segment in enumerate(module.rodata_segments):
-        prefix = f"  .rodata[{i:3d}] "
-        if segment.compression_type is not None:
-            prefix += "uncompressed "
-        if is_vector_present(segment, "embedded_data"):
-            data = segment.embedded_data
-            text = f"{prefix}embedded {len(data):8d} bytes"
-            length = _printable_prefix(data)
-            if length is not None:
-                shown = bytes(data[:min(32, length)]).decode("ascii")
-                text += f" `{shown}`" + ("..." if length >= 32 else "")
-            out(text)
-        else:
-            offset, length = segment.external_data_offset, segment.external_data_length
-            external_size += length
-            out(f"{prefix}external {length:8d} bytes (offset {offset} / {offset:X}h to "
-                f"{offset + length:X}h)")
-    for i, segment in enumerate(module.rwdata_segments):
-        out(f"  .rwdata[{i:3d}] {segment.byte_size} bytes")
-    out("")
+        lines.append(_rodata_line(i, segment))
+        if not is_vector_present(segment, "embedded_data"):
+            external_size += segment.external_data_length
+    lines += [f"  .rwdata[{i:3d}] {segment.byte_size} bytes"
+              for i, segment in enumerate(module.rwdata_segments)]
+    lines.append("")
     if external_size:
-        out(f"External .rodata: ~{external_size} bytes\n")
-    out(section_header(f"Bytecode : version {module.version}"))
+        lines.append(f"External .rodata: ~{external_size} bytes\n")
+    return lines
+
+
+def _rodata_line(index: int, segment) -> str:
+    prefix = f"  .rodata[{index:3d}] "
+    if segment.compression_type is not None:
+        prefix += "uncompressed "
+    if not is_vector_present(segment, "embedded_data"):
+        offset, length = segment.external_data_offset, segment.external_data_length
+        return (f"{prefix}external {length:8d} bytes (offset {offset} / {offset:X}h to "
+                f"{offset + length:X}h)")
+    data = segment.embedded_data
+    text = f"{prefix}embedded {len(data):8d} bytes"
+    length = _printable_prefix(data)
+    if length is not None:
+        shown = bytes(data[:min(32, length)]).decode("ascii")
+        text += f" `{shown}`" + ("..." if length >= 32 else "")
+    return text
+
+
+def _function_table_lines(module) -> list[str]:
+    lines = [section_header(f"Bytecode : version {module.version}")]
     if is_vector_present(module, "function_descriptors"):
-        out("  # | Offset   |   Length | Blocks | i32 # | ref # | Requirements | Aliases")
-        out("----+----------+----------+--------+-------+-------+--------------+-"
-            + "-" * 52)
+        lines.append("  # | Offset   |   Length | Blocks | i32 # | ref # | Requirements | "
+                     "Aliases")
+        lines.append("----+----------+----------+--------+-------+-------+--------------+-"
+                     + "-" * 52)
         aliases: dict[int, list[str]] = {}
         for export in module.exported_functions:
             aliases.setdefault(export.internal_ordinal, []).append(export.local_name)
         for i, d in enumerate(module.function_descriptors):
             bits = format_feature_bits(d.requirements)
-            out(f"{i:3d} | {d.bytecode_offset & 0xFFFFFFFF:08X} | {d.bytecode_length:8d} | "
+            lines.append(
+                f"{i:3d} | {d.bytecode_offset & 0xFFFFFFFF:08X} | {d.bytecode_length:8d} | "
                 f"{d.block_count:6d} | {d.i32_register_count:5d} | {d.ref_register_count:5d} | "
                 f"{bits:<12} | {', '.join(aliases.get(i, []))}")
-    out("")
+    return lines + [""]
+
+
+def _debug_lines(module) -> list[str]:
     debug = module.debug_database
-    if debug is not None:
-        out(section_header("Debug Information").rstrip("\n"))
-        out("// NOTE: debug databases are large and should be stripped in deployed "
-            "artifacts.\n")
-        out(f"Locations: {len(debug.location_table)}")
-        out("")
-    return "\n".join(lines) + "\n"
+    if debug is None:
+        return []
+    return [section_header("Debug Information").rstrip("\n"),
+            "// NOTE: debug databases are large and should be stripped in deployed "
+            "artifacts.\n", f"Locations: {len(debug.location_table)}", ""]

@@ -1,9 +1,8 @@
 """Function I/O as iree-run-module does it: `--input=` parsing, result printing,
-`--output=` files and `--expected_output=` checks, for values vmrt has today
+`--output=` files and `--expected_output=` checks, for the values of the VM itself
 (i32/i64/f32/f64, null refs, vm.buffer and vm.list results).
 
-The rules follow IREE 3.13.0's runtime/src/iree/tooling/function_io.c and
-runtime/src/iree/base/string_view.c:
+The rules follow IREE 3.13.0's runtime/src/iree/tooling/function_io.c:
 
 - Each `--input` is trimmed (C `isspace`), then: empty is an error; `(null)`
   and `(ignored)` give a zero of the expected type (a null ref for `r`);
@@ -11,13 +10,9 @@ runtime/src/iree/base/string_view.c:
   else is parsed by the *function's* next cconv type: a primitive for
   i/I/f/F, a tensor for r. Too many inputs fail ("function expected fewer
   input values").
-- Primitives are parsed by C's strtol / strtoll (base 0: `0x10` is hex and
-  `010` octal!) and strtof / strtod, taking the longest valid prefix
-  (`12abc` is 12, `1e` is 1). The text must be shorter than 16 bytes for
-  i32 and 32 bytes otherwise; a value out of the C `long` range fails; i32
-  keeps the low 32 bits of the parsed long (`4294967295` is -1). A float
-  that underflows to zero fails (`1e-50` as f32); one that overflows is
-  infinity.
+- Primitives are C numbers as iree_string_view_atoi/atof read them
+  (vmrt.elements.atoi, atof: `0x10` is hex and `010` octal, the longest valid
+  prefix, `4294967295` as i32 is -1, `1e-50` as f32 fails).
 - Results print as `result[N]: i32=7`: integers in decimal, floats with
   printf `%g` (f32 promoted to double), so `nan`, `-nan`, `inf`, `-0`,
   `1e+06`, `3.33333e+299`. A null ref prints `(null)`; a ref prints its type
@@ -26,8 +21,9 @@ runtime/src/iree/base/string_view.c:
 
 vmrt additionally accepts a typed scalar `TYPE=VALUE` (`i64=5`, `f32=nan`)
 when TYPE is what the function expects (iree-run-module rejects those).
-Tensors (!hal.buffer_view) come with the HAL module; until then every path
-that would need one fails with UNIMPLEMENTED.
+Tensors (!hal.buffer_view) need a HAL device: vmrt.tools.run reads and writes them
+with vmrt.hal.buffer_view_io when the program imports the hal module; without it,
+every path here that would need one fails with UNIMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -35,34 +31,25 @@ from __future__ import annotations
 import math
 import re
 import struct
-from fractions import Fraction
 
-from vmrt.errors import StatusCode, VMError, VmrtError
+from vmrt.elements import WHITESPACE, atof, atoi
+from vmrt.errors import StatusCode, UnsupportedError, VMError, VmrtError
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.list import VMList
 from vmrt.vm.value import VALUE_TYPE_NAME
 
 __all__ = [
-    "IGNORED", "UnsupportedError", "c_parse_float", "c_parse_int", "format_g",
-    "format_value", "npy_bytes", "output_payload", "parse_values", "result_kinds",
+    "IGNORED", "UnsupportedError", "format_g", "format_value", "npy_bytes", "output_payload",
+    "parse_values", "result_kinds",
 ]
-
-#: C isspace() in the "C" locale.
-WHITESPACE = " \t\n\v\f\r"
 
 #: The scalar cconv types and the names iree-run-module prints for them.
 TYPE_NAMES = {"i": "i32", "I": "i64", "f": "f32", "F": "f64"}
 _TYPE_CHARS = {name: char for char, name in TYPE_NAMES.items()}
 
-_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
-
-HAL_PENDING = "which is unsupported until the HAL module lands in vmrt"
-
-
-class UnsupportedError(VmrtError):
-    """Something iree-run-module does with the HAL that vmrt cannot do yet."""
-
-    default_code = StatusCode.UNIMPLEMENTED
+#: Why a tensor value fails here: only a program importing the hal module has a
+#: HAL device to hold it (vmrt.tools.run parses tensors for those).
+NO_HAL = "which need a HAL device, and the program does not import the hal module"
 
 
 class _Ignored:
@@ -73,131 +60,6 @@ class _Ignored:
 
 
 IGNORED = _Ignored()
-
-
-# ---------------------------------------------------------------------------
-# C number parsing (strtol / strtod semantics, "C" locale)
-# ---------------------------------------------------------------------------
-_HEX_DIGITS = "0123456789abcdefABCDEF"
-_INT_DIGITS = {8: "01234567", 10: "0123456789", 16: _HEX_DIGITS}
-
-
-def _strtol(text: str) -> int | None:
-    """The value strtol(text, &end, 0) converts (unbounded), or None when it
-    converts nothing."""
-    i, n = 0, len(text)
-    while i < n and text[i] in WHITESPACE:
-        i += 1
-    negative = False
-    if i < n and text[i] in "+-":
-        negative = text[i] == "-"
-        i += 1
-    if text[i:i + 2] in ("0x", "0X") and i + 2 < n and text[i + 2] in _HEX_DIGITS:
-        base, i = 16, i + 2
-    elif i < n and text[i] == "0":
-        base = 8
-    else:
-        base = 10
-    start = i
-    while i < n and text[i] in _INT_DIGITS[base]:
-        i += 1
-    if i == start:
-        return None
-    value = int(text[start:i], base)
-    return -value if negative else value
-
-
-def c_parse_int(text: str, bits: int) -> int | None:
-    """iree_string_view_atoi_int32/int64: the signed value, or None on failure."""
-    if len(text.encode()) >= (16 if bits == 32 else 32):
-        return None
-    value = _strtol(text)
-    if value is None or not _LONG_MIN <= value <= _LONG_MAX:
-        return None
-    mask = (1 << bits) - 1
-    value &= mask
-    return value - (1 << bits) if value >> (bits - 1) else value
-
-
-_INF_RE = re.compile(r"inf(?:inity)?", re.IGNORECASE)
-_NAN_RE = re.compile(r"nan(?:\([0-9A-Za-z_]*\))?", re.IGNORECASE)
-_HEX_FLOAT_RE = re.compile(
-    r"0[xX](?=[0-9a-fA-F]|\.[0-9a-fA-F])([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?(?:[pP]([+-]?[0-9]+))?")
-_DEC_FLOAT_RE = re.compile(r"(?=[0-9]|\.[0-9])([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?")
-
-# (mantissa bits including the implicit one, minimum normal exponent, maximum exponent)
-_FORMATS = {32: (24, -126, 127), 64: (53, -1022, 1023)}
-
-
-def _round_to_binary(num: int, den: int, bits: int) -> tuple[float, bool]:
-    """num/den (> 0) rounded to nearest-even in binary32/64 (returned as a
-    Python float holding that value) and whether C would set ERANGE to
-    zero/infinity (underflow to zero, overflow to infinity)."""
-    precision, emin, emax = _FORMATS[bits]
-    exponent = num.bit_length() - den.bit_length()
-    if (num << max(0, -exponent)) < (den << max(0, exponent)):
-        exponent -= 1
-    quantum = max(exponent, emin) - (precision - 1)
-    if quantum >= 0:
-        den <<= quantum
-    else:
-        num <<= -quantum
-    mantissa, remainder = divmod(num, den)
-    twice = 2 * remainder
-    if twice > den or (twice == den and mantissa & 1):
-        mantissa += 1
-    if mantissa == 0:
-        return 0.0, True
-    if mantissa.bit_length() + quantum - 1 > emax:
-        return math.inf, True
-    return math.ldexp(mantissa, quantum), False
-
-
-def c_parse_float(text: str, bits: int) -> float | None:
-    """iree_string_view_atof (bits=32) / atod (bits=64): strtof/strtod of the
-    longest valid prefix, correctly rounded; None on failure (nothing parsed,
-    text of 32 bytes or more, or a nonzero value that underflows to zero)."""
-    if len(text.encode()) >= 32:
-        return None
-    i = 0
-    while i < len(text) and text[i] in WHITESPACE:
-        i += 1
-    sign = 1.0
-    if i < len(text) and text[i] in "+-":
-        sign = -1.0 if text[i] == "-" else 1.0
-        i += 1
-    rest = text[i:]
-    if _INF_RE.match(rest):
-        return math.copysign(math.inf, sign)
-    if _NAN_RE.match(rest):
-        return math.copysign(math.nan, sign)
-    match = _HEX_FLOAT_RE.match(rest)
-    if match:
-        whole, fraction, exponent = match.group(1), match.group(2) or "", match.group(3)
-        mantissa = int(whole + fraction or "0", 16)
-        power, radix = int(exponent or 0) - 4 * len(fraction), 2
-        magnitude = mantissa.bit_length() + power  # value < 2**magnitude
-        too_big, too_small = magnitude > 1100, magnitude < -1200
-    else:
-        match = _DEC_FLOAT_RE.match(rest)
-        if not match:
-            return None
-        whole, fraction, exponent = match.group(1), match.group(2) or "", match.group(3)
-        mantissa = int(whole + fraction or "0")
-        power, radix = int(exponent or 0) - len(fraction), 10
-        magnitude = len(str(mantissa)) + power  # value < 10**magnitude
-        too_big, too_small = magnitude > 330, magnitude < -360
-    if mantissa == 0:
-        return math.copysign(0.0, sign)
-    if too_big:
-        return math.copysign(math.inf, sign)
-    if too_small:
-        return None  # underflows to zero: ERANGE with a zero result
-    value = Fraction(mantissa) * Fraction(radix) ** power
-    result, out_of_range = _round_to_binary(value.numerator, value.denominator, bits)
-    if result == 0.0 and out_of_range:
-        return None
-    return math.copysign(result, sign)
 
 
 # ---------------------------------------------------------------------------
@@ -247,9 +109,9 @@ def _parse_primitive(kind: str, text: str):
                             f"expects {TYPE_NAMES[kind]}", StatusCode.INVALID_ARGUMENT)
         value_text = typed.group(2)
     if kind in "iI":
-        value = c_parse_int(value_text, 32 if kind == "i" else 64)
+        value = atoi(value_text, 32 if kind == "i" else 64)
     else:
-        value = c_parse_float(value_text, 32 if kind == "f" else 64)
+        value = atof(value_text, 32 if kind == "f" else 64)
     if value is None:
         raise VmrtError(f"parsing value `{value_text}` as {TYPE_NAMES[kind]}",
                         StatusCode.INVALID_ARGUMENT)
@@ -270,11 +132,11 @@ def _parse_one(cursor: _Cursor, text: str, expected: bool) -> list:
                             "variant I/O", StatusCode.UNIMPLEMENTED)
         cursor.take_ref()
         raise UnsupportedError(f"numpy inputs (`{text}`) become !hal.buffer_view values, "
-                               f"{HAL_PENDING}")
+                               f"{NO_HAL}")
     if text[0] == "&":
         cursor.take_ref()
         raise UnsupportedError(f"output storage inputs (`{text}`) are HAL buffers, "
-                               f"{HAL_PENDING}")
+                               f"{NO_HAL}")
     if cursor.peek() != "r":
         return [_parse_primitive(cursor.take(), text)]
     cursor.take_ref()
@@ -282,7 +144,7 @@ def _parse_one(cursor: _Cursor, text: str, expected: bool) -> list:
         raise VmrtError("invalid tensor specification, requires at least a shape/type "
                         "(`4x2xf32=...`)", StatusCode.INVALID_ARGUMENT)
     raise UnsupportedError(f"tensor inputs (`{text}`) become !hal.buffer_view values, "
-                           f"{HAL_PENDING}")
+                           f"{NO_HAL}")
 
 
 def parse_values(fragment: str, specs, *, expected: bool = False) -> list:
@@ -380,8 +242,6 @@ def output_payload(kind: str, value) -> tuple[str, tuple[int, ...], bytes]:
     if isinstance(value, VMBuffer):
         data = value.to_bytes()
         return "|i1", (len(data),), data
-    if ref_type_name(value) == "hal.buffer_view":
-        raise UnsupportedError(f"writing hal.buffer_view results {HAL_PENDING}")
     raise VmrtError("unsupported output source type; expected: !hal.buffer, "
                     "!hal.buffer_view, !vm.buffer", StatusCode.INVALID_ARGUMENT)
 

@@ -20,14 +20,19 @@ written (with tqdm installed: the vmrt[progress] extra).
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
+from typing import NamedTuple
 
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.elements import (
+    element_bit_count, element_byte_count, parse_element, parse_element_type,
+    parse_shape_and_type,
+)
+from vmrt.errors import ElementError, StatusCode, VmrtError
 from vmrt.io import FORMATS, FileMode, ParameterIndex, ParameterIndexEntry, ParameterScopes
-from vmrt.io.elements import parse_parameter_decl, parse_splat_value
 from vmrt.io.formats import format_from_name, write_file
-from vmrt.io.index import format_index
+from vmrt.io.index import MAX_SPLAT_PATTERN_LENGTH, format_index
 from vmrt.io.formats.gguf import DEFAULT_TYPE_NUMBERING, TYPE_NUMBERINGS
 from vmrt.io.formats.irpa import DEFAULT_DATA_ALIGNMENT
 from vmrt.tools import progress
@@ -235,6 +240,48 @@ def write_archive(index: ParameterIndex, args, output_format: str, options: dict
     if not args.quiet:
         _write_text(format_index("", written))
     return 0
+
+
+class ParameterDecl(NamedTuple):
+    """A `--data`/`--splat` declaration: name, byte length and fill pattern."""
+
+    name: str
+    shape: tuple[int, ...]
+    element_type: int
+    length: int
+    pattern: bytes
+
+
+def parse_parameter_decl(text: str) -> ParameterDecl:
+    """`name=SHAPExTYPE[=VALUE]` as iree-create-parameters reads it (a missing
+    VALUE is zeros)."""
+    name, _, spec = text.partition("=")
+    shape_type, _, contents = spec.partition("=")
+    shape, element_type = parse_shape_and_type(shape_type)
+    if element_bit_count(element_type) == 0 or element_bit_count(element_type) % 8:
+        raise ElementError("opaque and sub-byte aligned element types cannot currently be "
+                           "used as splats; use a bitcast type (2xi4=1xi8, etc)")
+    length = element_byte_count(element_type) * math.prod(shape)
+    pattern = _splat_pattern(shape_type, element_type, contents) if contents else b"\0"
+    return ParameterDecl(name, shape, element_type, length, pattern)
+
+
+def parse_splat_value(text: str) -> bytes:
+    """`TYPE=VALUE` (or empty for zero) as iree-convert-parameters --splat reads it."""
+    if not text:
+        return b"\0"
+    type_text, _, value = text.partition("=")
+    element_type = parse_element_type(type_text)
+    if element_byte_count(element_type) == 0:
+        raise ElementError(f"element type {type_text} has no bytes")
+    return _splat_pattern(type_text, element_type, value)
+
+
+def _splat_pattern(type_text: str, element_type: int, value: str) -> bytes:
+    if element_byte_count(element_type) > MAX_SPLAT_PATTERN_LENGTH:
+        raise VmrtError(f"element type size for {type_text} out of range of splat patterns",
+                        StatusCode.OUT_OF_RANGE)
+    return parse_element(value, element_type)
 
 
 def _decl(flag: str, option: str):

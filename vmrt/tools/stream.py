@@ -249,43 +249,16 @@ def _read_input(spec: str, size: int | None) -> bytes:
 
 
 def _parameter_providers(specs):
-    from vmrt.io import IndexProvider, ParameterIndex
-    providers = []
-    for spec in specs:
-        scope, sep, path = spec.partition("=")
-        if not sep:
-            scope, path = "", spec
-        providers.append(IndexProvider(scope, ParameterIndex.load(path)))
-    return providers
+    from vmrt.io import IndexProvider, ParameterIndex, split_scope
+    return [IndexProvider(scope, ParameterIndex.load(path))
+            for scope, path in map(split_scope, specs)]
 
 
 def run_run(args) -> int:
-    import numpy as np
-
-    from vmrt.stream.evaluate import evaluate
-    from vmrt.stream.lower import compile_program
     from vmrt.stream.runtime import StreamRunner
-    from vmrt.vm.module import load_module
 
-    data = Path(args.file).read_bytes()
-    program = None
-    # A module is a (possibly size-prefixed) FlatBuffer with identifier IREE, or a ZIP.
-    if b"IREE" in data[4:12] or data[:4] == b"PK\x03\x04":
-        module = load_module(data)
-        if args.check:
-            raise VmrtError("--check needs the program text, not a compiled module",
-                            StatusCode.INVALID_ARGUMENT)
-    else:
-        program = load_program(args.file)
-        module = load_module(compile_program(program, args.partitioning_favor,
-                                             force=args.force))
-    names = [n for n in module.export_names() if not n.startswith("__")]
-    function = args.function or (names[0] if len(names) == 1 else "")
-    if function not in names:
-        raise VmrtError(f"choose a function with --function (one of: {', '.join(names)})"
-                        if not args.function else f"no function @{function} in the module",
-                        StatusCode.INVALID_ARGUMENT if not args.function
-                        else StatusCode.NOT_FOUND)
+    program, module = _load_program_or_module(args)
+    function = _chosen_function(module, args.function)
     sizes = ([v.type.size for v in program.func(function).args] if program is not None
              else [None] * len(args.input))
     if len(args.input) != len(sizes):
@@ -306,27 +279,74 @@ def run_run(args) -> int:
     for index, result in enumerate(results):
         digest = hashlib.sha256(result.tobytes()).hexdigest()[:16]
         out.write(f"result[{index}]: {result.size} bytes, sha256 {digest}\n")
-    if args.output:
-        if len(args.output) != len(results):
-            raise VmrtError(f"{len(args.output)} outputs given for {len(results)} results",
-                            StatusCode.INVALID_ARGUMENT)
-        for spec, result in zip(args.output, results):
-            if not spec:
-                continue
-            if not spec.startswith("@"):
-                raise VmrtError(f"unsupported output '{spec}' (expected @FILE)",
-                                StatusCode.INVALID_ARGUMENT)
-            if spec.endswith(".npy"):
-                np.save(spec[1:], result, allow_pickle=False)
-            else:
-                Path(spec[1:]).write_bytes(result.tobytes())
+    _write_outputs(args.output, results)
     if args.check:
-        from vmrt.io import ProviderSet
-        expected = evaluate(program, function, inputs, kernels, ProviderSet(providers))
-        mismatched = [i for i, (a, b) in enumerate(zip(results, expected))
-                      if not np.array_equal(a, b)]
-        if mismatched:
-            out.write(f"[FAILED] results {mismatched} differ from the numpy evaluation\n")
-            return 1
-        out.write("[SUCCESS] every result is bit-identical to the numpy evaluation\n")
+        return _check_results(program, function, inputs, kernels, providers, results, out)
+    return 0
+
+
+def _load_program_or_module(args):
+    """(program or None, module) of --file: a compiled module as it is, program text
+    compiled with the chosen favor (--check needs the text)."""
+    from vmrt.stream.lower import compile_program
+    from vmrt.vm.module import load_module
+
+    data = Path(args.file).read_bytes()
+    # A module is a (possibly size-prefixed) FlatBuffer with identifier IREE, or a ZIP.
+    if b"IREE" in data[4:12] or data[:4] == b"PK\x03\x04":
+        module = load_module(data)
+        if args.check:
+            raise VmrtError("--check needs the program text, not a compiled module",
+                            StatusCode.INVALID_ARGUMENT)
+        return None, module
+    program = load_program(args.file)
+    return program, load_module(compile_program(program, args.partitioning_favor,
+                                                force=args.force))
+
+
+def _chosen_function(module, function: str | None) -> str:
+    """--function, or the one public export when there is only one."""
+    names = [n for n in module.export_names() if not n.startswith("__")]
+    chosen = function or (names[0] if len(names) == 1 else "")
+    if chosen not in names:
+        raise VmrtError(f"choose a function with --function (one of: {', '.join(names)})"
+                        if not function else f"no function @{chosen} in the module",
+                        StatusCode.INVALID_ARGUMENT if not function
+                        else StatusCode.NOT_FOUND)
+    return chosen
+
+
+def _write_outputs(specs, results) -> None:
+    """--output=@FILE per result (.npy as numpy, else raw bytes); empty skips one."""
+    if not specs:
+        return
+    if len(specs) != len(results):
+        raise VmrtError(f"{len(specs)} outputs given for {len(results)} results",
+                        StatusCode.INVALID_ARGUMENT)
+    for spec, result in zip(specs, results):
+        if not spec:
+            continue
+        if not spec.startswith("@"):
+            raise VmrtError(f"unsupported output '{spec}' (expected @FILE)",
+                            StatusCode.INVALID_ARGUMENT)
+        if spec.endswith(".npy"):
+            import numpy as np
+            np.save(spec[1:], result, allow_pickle=False)
+        else:
+            Path(spec[1:]).write_bytes(result.tobytes())
+
+
+def _check_results(program, function, inputs, kernels, providers, results, out) -> int:
+    """--check: 0 when every result is bit-identical to the numpy evaluation."""
+    import numpy as np
+
+    from vmrt.io import ProviderSet
+    from vmrt.stream.evaluate import evaluate
+    expected = evaluate(program, function, inputs, kernels, ProviderSet(providers))
+    mismatched = [i for i, (a, b) in enumerate(zip(results, expected))
+                  if not np.array_equal(a, b)]
+    if mismatched:
+        out.write(f"[FAILED] results {mismatched} differ from the numpy evaluation\n")
+        return 1
+    out.write("[SUCCESS] every result is bit-identical to the numpy evaluation\n")
     return 0

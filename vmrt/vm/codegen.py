@@ -12,20 +12,19 @@ Per-context state (globals storage, rodata buffers, resolved imports, the other
 functions) is read through the generated code's module globals, which the module
 instance fills in (vmrt.vm.module). Every generated line is mapped back to the
 bytecode offset it came from, so a Python exception raised inside generated code
-becomes a VMError with a precise VM stack (vmrt.vm.errors_map).
+becomes a VMError with a precise VM stack (vmrt.vm.call_errors).
 """
 
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from vmrt.isa.decoder import Decoded
 from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
-from vmrt.vm.semantics import SEMANTICS
+from vmrt.vm.cconv import register_names, walk_fragment
 
 IMPORT_BIT = 0x80000000
 
@@ -60,19 +59,7 @@ def literal(value) -> str:
 
 def cconv_registers(fragment: str) -> list[str]:
     """Register names an ABI fragment occupies in a callee frame (i64 pairs aligned)."""
-    names, i32, ref = [], 0, 0
-    for ch in fragment:
-        if ch in "if":
-            names.append(f"i{i32}")
-            i32 += 1
-        elif ch in "IF":
-            i32 += i32 & 1
-            names.append(f"i{i32}")
-            i32 += 2
-        elif ch == "r":
-            names.append(f"r{ref}")
-            ref += 1
-    return names
+    return register_names(fragment)
 
 
 @dataclass
@@ -252,22 +239,23 @@ class FunctionGenerator:
                        "finally:\n    LEAVE(_vf)")
 
     # -- limits (see CodegenOptions) ----------------------------------------------------------
-    _CALLS = ("Call", "CallVariadic", "CallYieldable", "CallVariadicYieldable")
-
     def calls_in(self, instructions) -> list[CallTarget]:
         return [self.plan.call_target(d.values[0]) for d in instructions
-                if d.instruction.symbol in self._CALLS]
+                if d.instruction.is_call]
 
     def block_cost(self, index: int) -> int:
         """Fuel a block charges: its instructions and those of its straight-line callees."""
         instructions = self.plan.blocks[index][1]
-        return len(instructions) + sum(t.static_cost or 0 for t in self.calls_in(instructions)
-                                       if t.kind == "internal")
+        own = sum(d.instruction.cost for d in instructions)
+        return own + sum(t.static_cost or 0 for t in self.calls_in(instructions)
+                         if t.kind == "internal")
 
     def charges_elsewhere(self, instructions) -> bool:
         """Whether the instructions run code that uses FUEL (a callee that charges, a
         host import that may re-enter the context) or leave the frame (a yield)."""
-        return any(d.instruction.symbol == "Yield" for d in instructions) or any(
+        # A yieldable call is judged by its callee, like any call.
+        return any(d.instruction.may_yield and not d.instruction.is_call
+                   for d in instructions) or any(
             t.kind == "import" or t.static_cost is None for t in self.calls_in(instructions))
 
     def emit_limits_prologue(self) -> None:
@@ -379,7 +367,7 @@ class FunctionGenerator:
             if instrumented:
                 out.emit(indent, f"STEP(_vf, {d.pc})")
             if d.instruction.is_terminator:
-                self.emit_terminator(d, index, indent, in_dispatch, self_loop)
+                self.emit_terminator(d, index, indent, self_loop)
             else:
                 self.emit_instruction(d, indent)
         if not instructions or not instructions[-1].instruction.is_terminator:
@@ -431,88 +419,91 @@ break""")
         if target <= current:
             out.emit(indent, "continue")
 
-    # -- terminators ------------------------------------------------------------------------------
-    def emit_terminator(self, d: Decoded, index: int, indent: int, in_dispatch: bool,
-                        self_loop: bool) -> None:
-        symbol = d.instruction.symbol
-        v = d.values
+    # -- terminators (chosen by the row's handler kind, vmrt/isa/ops.py) ---------------------------
+    def emit_terminator(self, d: Decoded, index: int, indent: int, self_loop: bool) -> None:
+        _TERMINATORS[d.instruction.handler](self, d, index, indent, self_loop)
+
+    def emit_branch(self, d, index, indent, self_loop):
+        """An unconditional branch (`vm.br`, and `vm.break`/`vm.cond_break`, whose
+        debugger stop vmrt does not make): remap, then continue at the target."""
+        target = pairs = None
+        for operand, value in zip(d.instruction.operands, d.values):
+            if operand.kind is OperandKind.BRANCH_TARGET:
+                target = value
+            elif operand.kind is OperandKind.BRANCH_OPERANDS:
+                pairs = value
+        self.emit_goto(self.block_id(target), index, indent, self_loop, self.remap(pairs))
+
+    def emit_cond_branch(self, d, index, indent, self_loop):
+        cond, t_pc, t_ops, f_pc, f_ops = d.values
         out = self.out
-        if symbol in ("Branch", "Break"):
-            self.emit_goto(self.block_id(v[0]), index, indent, self_loop, self.remap(v[1]))
-        elif symbol == "CondBreak":
-            self.emit_goto(self.block_id(v[1]), index, indent, self_loop, self.remap(v[2]))
-        elif symbol == "CondBranch":
-            cond, t_pc, t_ops, f_pc, f_ops = v
-            out.emit(indent, f"if {reg_name(cond)}:")
-            self.emit_goto(self.block_id(t_pc), index, indent + 1, self_loop, self.remap(t_ops))
+        out.emit(indent, f"if {reg_name(cond)}:")
+        self.emit_goto(self.block_id(t_pc), index, indent + 1, self_loop, self.remap(t_ops))
+        out.emit(indent, "else:")
+        self.emit_goto(self.block_id(f_pc), index, indent + 1, self_loop, self.remap(f_ops))
+
+    def emit_branch_table(self, d, index, indent, self_loop):
+        index_reg, default_pc, default_ops, _, cases = d.values
+        out = self.out
+        name = reg_name(index_reg)
+        for case_index, (case_pc, case_ops) in enumerate(cases):
+            out.emit(indent, f"{'if' if case_index == 0 else 'elif'} {name} == {case_index}:")
+            self.emit_goto(self.block_id(case_pc), index, indent + 1, self_loop,
+                           self.remap(case_ops))
+        if cases:
             out.emit(indent, "else:")
-            self.emit_goto(self.block_id(f_pc), index, indent + 1, self_loop, self.remap(f_ops))
-        elif symbol == "BranchTable":
-            index_reg, default_pc, default_ops, _, cases = v
-            name = reg_name(index_reg)
-            for case_index, (case_pc, case_ops) in enumerate(cases):
-                out.emit(indent, f"{'if' if case_index == 0 else 'elif'} {name} == {case_index}:")
-                self.emit_goto(self.block_id(case_pc), index, indent + 1, self_loop,
-                               self.remap(case_ops))
-            if cases:
-                out.emit(indent, "else:")
-                self.emit_goto(self.block_id(default_pc), index, indent + 1, self_loop,
-                               self.remap(default_ops))
-            else:
-                self.emit_goto(self.block_id(default_pc), index, indent, self_loop,
-                               self.remap(default_ops))
-        elif symbol == "Return":
-            names = [reg_name(r) for r in v[0]]
-            if not names:
-                out.emit(indent, "return")
-            elif len(names) == 1:
-                out.emit(indent, f"return {names[0]}")
-            else:
-                out.emit(indent, f"return ({', '.join(names)})")
-        elif symbol == "Fail":
-            status, message = v
-            out.emit(indent, f"if {reg_name(status)}:")
-            text = bytes(message).decode("utf-8", "replace")
-            out.emit(indent + 1, f"FAIL({reg_name(status)}, {text!r})")
-            # A zero status is not a failure: execution continues with the next block.
-            self.emit_goto(index + 1, index, indent, self_loop)
-        elif symbol == "Yield":
-            for stmt in self.remap(v[1]):
-                out.emit(indent, stmt)
-            out.emit(indent, "yield")
-            self.emit_goto(self.block_id(v[0]), index, indent, self_loop)
-        elif symbol in ("CallYieldable", "CallVariadicYieldable"):
-            self.emit_call(d, indent, yieldable=True)
-            dest = v[-2]
-            self.emit_goto(self.block_id(dest), index, indent, self_loop)
-        else:  # pragma: no cover - the verifier admits no other terminators
-            raise AssertionError(symbol)
+            self.emit_goto(self.block_id(default_pc), index, indent + 1, self_loop,
+                           self.remap(default_ops))
+        else:
+            self.emit_goto(self.block_id(default_pc), index, indent, self_loop,
+                           self.remap(default_ops))
+
+    def emit_return(self, d, index, indent, self_loop):
+        names = [reg_name(r) for r in d.values[0]]
+        if not names:
+            self.out.emit(indent, "return")
+        elif len(names) == 1:
+            self.out.emit(indent, f"return {names[0]}")
+        else:
+            self.out.emit(indent, f"return ({', '.join(names)})")
+
+    def emit_fail(self, d, index, indent, self_loop):
+        status, message = d.values
+        self.out.emit(indent, f"if {reg_name(status)}:")
+        text = bytes(message).decode("utf-8", "replace")
+        self.out.emit(indent + 1, f"FAIL({reg_name(status)}, {text!r})")
+        # A zero status is not a failure: execution continues with the next block.
+        self.emit_goto(index + 1, index, indent, self_loop)
+
+    def emit_yield(self, d, index, indent, self_loop):
+        target, pairs = d.values
+        for stmt in self.remap(pairs):
+            self.out.emit(indent, stmt)
+        self.out.emit(indent, "yield")
+        self.emit_goto(self.block_id(target), index, indent, self_loop)
+
+    def emit_yieldable_call(self, d, index, indent, self_loop):
+        self.emit_call(d, indent, yieldable=True)
+        dest = d.values[-2]
+        self.emit_goto(self.block_id(dest), index, indent, self_loop)
 
     # -- calls ---------------------------------------------------------------------------------------
     def call_arguments(self, target: CallTarget, segment_sizes, operands) -> list[str]:
         """Argument expressions: one per cconv element; spans become lists of tuples."""
-        fragment = target.arguments
         if segment_sizes is None:
             return [reg_name(r) for r in operands]
-        args, reg_i, seg_i, i = [], 0, 0, 0
-        while i < len(fragment):
-            ch = fragment[i]
-            if ch == "C":
-                end = fragment.find("D", i + 1)
-                span = [c for c in fragment[i + 1:end] if c != "v"]
-                count = segment_sizes[seg_i]
+        args, reg_i = [], 0
+        for seg_i, element in walk_fragment(target.arguments):
+            if isinstance(element, tuple):  # a span: segment_sizes[seg_i] tuples
                 tuples = []
-                for _ in range(count):
-                    members = [reg_name(r) for r in operands[reg_i:reg_i + len(span)]]
-                    reg_i += len(span)
+                for _ in range(segment_sizes[seg_i]):
+                    members = [reg_name(r) for r in operands[reg_i:reg_i + len(element)]]
+                    reg_i += len(element)
                     tuples.append("(" + ", ".join(members) + ("," if len(members) == 1 else "") + ")")
                 args.append("[" + ", ".join(tuples) + "]")
-                i = end
-            elif ch != "v":
+            else:
                 args.append(reg_name(operands[reg_i]))
                 reg_i += 1
-            i += 1
-            seg_i += 1
         return args
 
     def emit_call(self, d: Decoded, indent: int, yieldable: bool) -> None:
@@ -561,7 +552,7 @@ break""")
             if is_move(r) and reg_name(r) not in written:
                 out.emit(indent, f"{reg_name(r)} = None")
 
-    # -- ordinary instructions ------------------------------------------------------------------------
+    # -- ordinary instructions (chosen by the row's handler kind, vmrt/isa/ops.py) ---------------
     def operand_map(self, d: Decoded) -> dict[str, str]:
         mapping = {}
         for operand, value in zip(d.instruction.operands, d.values):
@@ -569,8 +560,11 @@ break""")
             if kind is OperandKind.REGISTER:
                 mapping[operand.name] = reg_name(value)
             elif kind in (OperandKind.VARIADIC_OPERANDS, OperandKind.VARIADIC_RESULTS):
-                mapping[operand.name] = ", ".join(reg_name(r) for r in value)
+                names = [reg_name(r) for r in value]
+                mapping[operand.name] = ", ".join(names)
                 mapping["count"] = str(len(value))
+                mapping[operand.name + "_tuple"] = \
+                    f"({', '.join(names)}{',' if len(names) == 1 else ''})"
             elif kind is OperandKind.STRING_ATTR:
                 mapping[operand.name] = repr(bytes(value).decode("utf-8", "replace"))
             else:
@@ -579,32 +573,25 @@ break""")
 
     def emit_instruction(self, d: Decoded, indent: int) -> None:
         inst = d.instruction
-        symbol = inst.symbol
+        _EMITTERS[inst.handler](self, d, indent)
+        if not inst.handles_moves:
+            self.emit_moves(d, indent)
+
+    def emit_formula(self, d: Decoded, indent: int) -> None:
+        """The row's Python formula with its operands filled in and macros expanded."""
         out = self.out
-        special = getattr(self, "op_" + symbol, None)
-        if special is None:
-            special = _FAMILY_HANDLERS.get(symbol)
-            if special is not None:
-                special = special.__get__(self)
-        if special is not None:
-            special(d, indent)
-        else:
-            template = SEMANTICS[symbol]
-            mapping = self.operand_map(d)
-            for line in template.split("\n"):
-                if line.startswith(("W32 ", "W64 ", "F32 ")):
-                    macro, target = line.split(" ", 1)
-                    target = target.format(**mapping)
-                    text = {"W32": _WRAP32, "W64": _WRAP64, "F32": _ROUND32}[macro]
-                    out.emit(indent, text.format(x=target))
-                else:
-                    out.emit(indent, line.format(**mapping))
-        self.emit_moves(d, indent)
+        mapping = self.operand_map(d)
+        for line in d.instruction.py.split("\n"):
+            if line.startswith(("W32 ", "W64 ", "F32 ")):
+                macro, target = line.split(" ", 1)
+                target = target.format(**mapping)
+                text = {"W32": _WRAP32, "W64": _WRAP64, "F32": _ROUND32}[macro]
+                out.emit(indent, text.format(x=target))
+            else:
+                out.emit(indent, line.format(**mapping))
 
     def emit_moves(self, d: Decoded, indent: int) -> None:
         """Clears ref registers read with the move bit (their ref moved away)."""
-        if d.instruction.symbol in _MOVE_HANDLED:
-            return
         written = set()
         moved = []
         for operand, value in zip(d.instruction.operands, d.values):
@@ -620,91 +607,62 @@ break""")
                 self.out.emit(indent, f"{name} = None")
 
     # Refs ----------------------------------------------------------------------------------------
-    def op_AssignRef(self, d, indent):
+    def emit_assign_ref(self, d, indent):
         src, dst = d.values
         if reg_name(src) != reg_name(dst):
             self.out.emit(indent, f"{reg_name(dst)} = {reg_name(src)}")
             if is_move(src):
                 self.out.emit(indent, f"{reg_name(src)} = None")
 
-    def op_DiscardRefs(self, d, indent):
+    def emit_discard_refs(self, d, indent):
         # Upstream releases every listed register, move bit or not.
         names = [f"r{r & REF_MASK}" for r in d.values[0]]
         if names:
             self.out.emit(indent, " = ".join(names) + " = None")
 
-    def op_ConstRefRodata(self, d, indent):
-        ordinal, result = d.values
-        self.out.emit(indent, f"{reg_name(result)} = RODATA[{ordinal}]")
-
-    def op_CastAnyRef(self, d, indent):
-        operand, type_id, result = d.values
-        self.out.emit(indent, f"{reg_name(result)} = CAST({reg_name(operand)}, {type_id})")
-
-    def op_SelectRef(self, d, indent):
-        cond, type_id, t, f, result = d.values
-        self.out.emit(indent, f"{reg_name(result)} = CAST({reg_name(t)} if {reg_name(cond)} "
-                              f"else {reg_name(f)}, {type_id})")
-
-    def op_SwitchRef(self, d, indent):
-        index, type_id, default, values, result = d.values
-        idx = reg_name(index)
-        items = ", ".join(reg_name(r) for r in values)
-        self.out.emit(indent, f"{reg_name(result)} = CAST(({items},)[{idx}] if 0 <= {idx} < "
-                              f"{len(values)} else {reg_name(default)}, {type_id})")
-
-    def op_ImportResolved(self, d, indent):
+    def emit_resolved(self, d, indent):
         ordinal, result = d.values
         self.out.emit(indent, f"{reg_name(result)} = RESOLVED[{ordinal & ~IMPORT_BIT}]")
 
-    def op_Call(self, d, indent):
+    def emit_plain_call(self, d, indent):
         self.emit_call(d, indent, yieldable=False)
 
-    op_CallVariadic = op_Call
-
-    def op_Trace(self, d, indent):
-        name, operands = d.values
-        args = ", ".join(reg_name(r) for r in operands)
-        self.out.emit(indent, f"TRACE({bytes(name).decode('utf-8', 'replace')!r}, ({args}{',' if len(operands) == 1 else ''}))")
-
-    def op_Print(self, d, indent):
-        name, operands = d.values
-        args = ", ".join(reg_name(r) for r in operands)
-        self.out.emit(indent, f"PRINT({bytes(name).decode('utf-8', 'replace')!r}, ({args}{',' if len(operands) == 1 else ''}))")
-
-    def op_ListGetRef(self, d, indent):
+    def emit_list_get_ref(self, d, indent):
         lst, index, type_id, result = d.values
         # A move bit on the result moves the element out of the list (upstream).
         getter = "take_ref" if is_move(result) else "get_ref"
         self.out.emit(indent, f"{reg_name(result)} = REF_OR_NULL({reg_name(lst)}.{getter}("
                               f"{reg_name(index)}), {type_id})")
 
-    # Globals ---------------------------------------------------------------------------------------
-    def emit_global(self, d, indent, width: int, code: str, store: bool, indirect: bool):
+    # Globals: direct or indirect (through a register) is read off the first operand,
+    # load or store off the access of the last (the value register).
+    def emit_global(self, d, indent):
+        operands = d.instruction.operands
+        value = operands[-1]
+        width = 4 if value.bank in ("i32", "f32") else 8
+        code = value.bank.upper()
+        store = value.access == "r"
         offset, reg = d.values[0], d.values[-1]
         name = reg_name(reg)
-        view = f"RW_{code}"
-        if indirect:
+        if operands[0].kind is OperandKind.REGISTER:
             off = reg_name(offset)
             if store:
                 self.out.emit(indent, f"GLOBAL_STORE_{code}({off}, {name})")
             else:
                 self.out.emit(indent, f"{name} = GLOBAL_LOAD_{code}({off})")
             return
-        if offset % width == 0:
-            slot = f"{view}[{offset // width}]"
-        else:
-            slot = None
+        slot = f"RW_{code}[{offset // width}]" if offset % width == 0 else None
         if store:
-            if slot:
-                self.out.emit(indent, f"{slot} = {name}")
-            else:
-                self.out.emit(indent, f"GLOBAL_STORE_{code}({offset}, {name})")
+            self.out.emit(indent, f"{slot} = {name}" if slot else
+                          f"GLOBAL_STORE_{code}({offset}, {name})")
         else:
             self.out.emit(indent, f"{name} = {slot}" if slot else
                           f"{name} = GLOBAL_LOAD_{code}({offset})")
 
-    def emit_global_ref(self, d, indent, store: bool, indirect: bool):
+    def emit_global_ref(self, d, indent):
+        operands = d.instruction.operands
+        indirect = operands[0].kind is OperandKind.REGISTER
+        store = operands[-1].access == "r"
         index, type_id, reg = d.values
         name = reg_name(reg)
         slot = f"REFS[{reg_name(index) if indirect else index}]"
@@ -717,90 +675,21 @@ break""")
         else:
             self.out.emit(indent, f"{name} = CAST({slot}, {type_id})")
 
-    # Buffers and lists are method calls on vmrt.vm.buffer / vmrt.vm.list objects.
-    def emit_method(self, d, indent, template: str):
-        self.out.emit(indent, template.format(**self.operand_map(d)))
 
-
-def _global_handler(width, code, store, indirect):
-    def handler(self, d, indent):
-        self.emit_global(d, indent, width, code, store, indirect)
-    return handler
-
-
-def _global_ref_handler(store, indirect):
-    def handler(self, d, indent):
-        self.emit_global_ref(d, indent, store, indirect)
-    return handler
-
-
-def _method_handler(template):
-    def handler(self, d, indent):
-        self.emit_method(d, indent, template)
-    return handler
-
-
-_FAMILY_HANDLERS = {}
-for _bank, _width, _code in (("I32", 4, "I32"), ("I64", 8, "I64"), ("F32", 4, "F32"),
-                             ("F64", 8, "F64")):
-    _FAMILY_HANDLERS[f"GlobalLoad{_bank}"] = _global_handler(_width, _code, False, False)
-    _FAMILY_HANDLERS[f"GlobalStore{_bank}"] = _global_handler(_width, _code, True, False)
-    _FAMILY_HANDLERS[f"GlobalLoadIndirect{_bank}"] = _global_handler(_width, _code, False, True)
-    _FAMILY_HANDLERS[f"GlobalStoreIndirect{_bank}"] = _global_handler(_width, _code, True, True)
-_FAMILY_HANDLERS["GlobalLoadRef"] = _global_ref_handler(False, False)
-_FAMILY_HANDLERS["GlobalStoreRef"] = _global_ref_handler(True, False)
-_FAMILY_HANDLERS["GlobalLoadIndirectRef"] = _global_ref_handler(False, True)
-_FAMILY_HANDLERS["GlobalStoreIndirectRef"] = _global_ref_handler(True, True)
-
-# vm.buffer and vm.list instructions: the formula is a call on the object.
-_METHODS = {
-    "BufferAlloc": "{result} = BUFFER_ALLOC({length}, {alignment})",
-    "BufferClone": "{result} = BUFFER_CLONE({source}, {offset}, {length}, {alignment})",
-    "BufferLength": "{result} = {buffer}.length",
-    "BufferCopy": "BUFFER_COPY({source_buffer}, {source_offset}, {target_buffer}, {target_offset}, {length})",
-    "BufferCompare": "{result} = BUFFER_COMPARE({lhs_buffer}, {lhs_offset}, {rhs_buffer}, {rhs_offset}, {length})",
-    "BufferHash": "{result} = {source_buffer}.hash({source_offset}, {length})",
-    "BufferFillI8": "{target_buffer}.fill_i8({target_offset}, {length}, {value})",
-    "BufferFillI16": "{target_buffer}.fill_i16({target_offset}, {length}, {value})",
-    "BufferFillI32": "{target_buffer}.fill_i32({target_offset}, {length}, {value})",
-    "BufferFillI64": "{target_buffer}.fill_i64({target_offset}, {length}, {value})",
-    "BufferFillF32": "{target_buffer}.fill_f32({target_offset}, {length}, {value})",
-    "BufferFillF64": "{target_buffer}.fill_f64({target_offset}, {length}, {value})",
-    "BufferLoadI8U": "{result} = {source_buffer}.load_i8u({source_offset})",
-    "BufferLoadI8S": "{result} = {source_buffer}.load_i8s({source_offset})",
-    "BufferLoadI16U": "{result} = {source_buffer}.load_i16u({source_offset})",
-    "BufferLoadI16S": "{result} = {source_buffer}.load_i16s({source_offset})",
-    "BufferLoadI32": "{result} = {source_buffer}.load_i32({source_offset})",
-    "BufferLoadI64": "{result} = {source_buffer}.load_i64({source_offset})",
-    "BufferLoadF32": "{result} = {source_buffer}.load_f32({source_offset})",
-    "BufferLoadF64": "{result} = {source_buffer}.load_f64({source_offset})",
-    "BufferStoreI8": "{target_buffer}.store_i8({target_offset}, {value})",
-    "BufferStoreI16": "{target_buffer}.store_i16({target_offset}, {value})",
-    "BufferStoreI32": "{target_buffer}.store_i32({target_offset}, {value})",
-    "BufferStoreI64": "{target_buffer}.store_i64({target_offset}, {value})",
-    "BufferStoreF32": "{target_buffer}.store_f32({target_offset}, {value})",
-    "BufferStoreF64": "{target_buffer}.store_f64({target_offset}, {value})",
-    "ListAlloc": "{result} = LIST_ALLOC({element_type}, {initial_capacity})",
-    "ListReserve": "{list}.reserve({minimum_capacity})",
-    "ListSize": "{result} = {list}.size",
-    "ListResize": "{list}.resize({new_size})",
-    "ListGetI32": "{result} = {list}.get_i32({index})",
-    "ListSetI32": "{list}.set_i32({index}, {value})",
-    "ListGetI64": "{result} = {list}.get_i64({index})",
-    "ListSetI64": "{list}.set_i64({index}, {value})",
-    "ListGetF32": "{result} = {list}.get_f32({index})",
-    "ListSetF32": "{list}.set_f32({index}, {value})",
-    "ListGetF64": "{result} = {list}.get_f64({index})",
-    "ListSetF64": "{list}.set_f64({index}, {value})",
-    "ListSetRef": "{list}.set_ref({index}, {value})",
+#: handler kind -> emitter of a block's body instruction / of its terminator.
+_EMITTERS = {
+    "formula": FunctionGenerator.emit_formula, "method": FunctionGenerator.emit_formula,
+    "global": FunctionGenerator.emit_global, "global_ref": FunctionGenerator.emit_global_ref,
+    "resolved": FunctionGenerator.emit_resolved,
+    "list_get_ref": FunctionGenerator.emit_list_get_ref,
+    "assign_ref": FunctionGenerator.emit_assign_ref,
+    "discard_refs": FunctionGenerator.emit_discard_refs,
+    "call": FunctionGenerator.emit_plain_call,
 }
-for _symbol, _template in _METHODS.items():
-    _FAMILY_HANDLERS[_symbol] = _method_handler(_template)
-
-# Instructions whose handler already applies the move semantics of its operands.
-_MOVE_HANDLED = frozenset({"AssignRef", "DiscardRefs", "Call", "CallVariadic",
-                           "GlobalStoreRef", "GlobalStoreIndirectRef"})
-
-#: Every non-control instruction has a formula or a handler (checked by tests).
-HANDLED = frozenset(SEMANTICS) | frozenset(_FAMILY_HANDLERS) | frozenset(
-    name[3:] for name in dir(FunctionGenerator) if name.startswith("op_"))
+_TERMINATORS = {
+    "branch": FunctionGenerator.emit_branch, "cond_branch": FunctionGenerator.emit_cond_branch,
+    "branch_table": FunctionGenerator.emit_branch_table,
+    "return": FunctionGenerator.emit_return, "fail": FunctionGenerator.emit_fail,
+    "yield": FunctionGenerator.emit_yield,
+    "call_yieldable": FunctionGenerator.emit_yieldable_call,
+}

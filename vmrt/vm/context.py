@@ -1,29 +1,25 @@
-"""Instances, contexts and invocation: modules registered in order, imports resolved
-by full name, exports called from Python with VM errors carrying a VM stack.
+"""Instances and contexts: modules registered in order, imports resolved by full
+name, exports looked up as Python callables.
+
+Calling them is vmrt.vm.invocation (Function, AsyncFunction, Invocation), their
+errors vmrt.vm.call_errors; both are re-exported here, where users import them.
 """
 
 from __future__ import annotations
 
 import enum
-import operator
-import struct
 import sys
 import types
 from typing import Any, Callable, Iterable
 
-from vmrt.errors import (DepthExceeded, StatusCode, VMError, VmrtError, limit_of,
-                          release_frames)
-from vmrt.isa.decoder import decode_at
-from vmrt.vm import cconv as cconv_mod
-from vmrt.vm.buffer import VMBuffer
+from vmrt.errors import StatusCode, VMError, VmrtError
+from vmrt.vm.call_errors import VMErrorScope, translate_exception, vm_stack
+from vmrt.vm.cconv import signature_of
 from vmrt.vm.codegen import CodegenOptions
 from vmrt.vm.hooks import ExecutionHooks, HookDispatcher
-from vmrt.vm.source_maps import function_source_map
+from vmrt.vm.invocation import AsyncFunction, Function, HostAdapter, Invocation
 from vmrt.vm.limits import Limits, Meter
-from vmrt.vm.list import VMList
-from vmrt.vm.module import BytecodeModuleInstance, Module, ModuleInstance
-from vmrt.vm.numerics import f32
-from vmrt.vm.ref import RefObject
+from vmrt.vm.module import Module, ModuleInstance, run_to_completion
 
 #: Deepest VM call stack (frames) before RESOURCE_EXHAUSTED; each VM frame is
 #: one Python frame, so this also bounds Python's recursion.
@@ -111,6 +107,8 @@ class Context:
         self.codegen_options = CodegenOptions(checkpoints=checkpoints,
                                               instrumented=self.hook_dispatcher is not None)
         self.instances: list = []
+        #: Converts host values of Function calls (see set_host_adapter); None: none.
+        self.host_adapter: HostAdapter | None = None
         self._by_name: dict[str, ModuleInstance] = {}
         self._closed = False
         for module in modules:
@@ -210,13 +208,21 @@ class Context:
             raise VMError(f"import '{decl.full_name}' expects cconv '{decl.cconv}' but the "
                           f"export has '{export_cconv}'", StatusCode.INVALID_ARGUMENT)
         fn = provider.lookup(function_name)
-        is_generator = getattr(provider, "is_generator", lambda name: False)(function_name)
-        if is_generator:
+        if provider.is_generator(function_name):
             def completing(*args, _fn=fn):
-                return _drive(_fn(*args))
+                return run_to_completion(_fn(*args))
             instance.resolve_import(ordinal, completing, fn)
         else:
             instance.resolve_import(ordinal, fn)
+
+    # -- host values --------------------------------------------------------------------------
+    def set_host_adapter(self, adapter: HostAdapter) -> None:
+        """Has Function calls through this context convert ref arguments and results
+        with `adapter` (vmrt.vm.invocation.HostAdapter; the hal module sets its own
+        when created with host_arrays). The first adapter set stays; set it before
+        looking up functions, which read it once."""
+        if self.host_adapter is None:
+            self.host_adapter = adapter
 
     # -- execution hooks --------------------------------------------------------------------
     def add_hook(self, hook: ExecutionHooks) -> None:
@@ -269,12 +275,12 @@ class Context:
         if fn is None:
             raise VMError(f"module '{module_name}' has no export '{function_name}'",
                           StatusCode.NOT_FOUND)
-        attrs = _export_attrs(instance, function_name)
+        attrs = instance.module.export_attrs(function_name)
         kind = AsyncFunction if attrs.get("iree.abi.model") == "coarse-fences" else Function
         return kind(self, instance, function_name, cconv or "", fn)
 
     def run_to_completion(self, result: Any) -> Any:
-        return _drive(result)
+        return run_to_completion(result)
 
     def close(self) -> None:
         if self._closed:
@@ -339,418 +345,20 @@ class Context:
         self.run_to_completion(instance.lookup("__notify")(int(signal)))
 
     # -- errors -----------------------------------------------------------------------------------
-    def _vm_errors(self):
-        return _VMErrorScope(self)
+    def _vm_errors(self) -> VMErrorScope:
+        return VMErrorScope(self)
 
     def vm_stack(self, tb: types.TracebackType | None) -> list[str]:
         """VM frames (innermost first) of a traceback through generated code."""
-        frames = []
-        while tb is not None:
-            code = tb.tb_frame.f_code
-            if code.co_filename.startswith("<vmrt "):
-                for instance in self.instances:
-                    named = instance.frame_name(code)
-                    if named is not None:
-                        name, ordinal = named
-                        pc = instance.pc_for_line(ordinal, tb.tb_lineno, code)
-                        frames.append(_frame_label(instance, name, ordinal, pc))
-                        break
-            tb = tb.tb_next
-        frames.reverse()
-        return frames
-
-
-def _export_attrs(instance: ModuleInstance, name: str) -> dict[str, str]:
-    """The reflection attributes of an export (none for modules without any)."""
-    return getattr(instance.module, "export_attrs", lambda name: {})(name)
-
-
-def _frame_label(instance, name: str, ordinal: int, pc) -> str:
-    if pc is None:
-        return name
-    label = f"{name}+{pc:08X}"
-    location = source_location(instance.module.definition, ordinal, pc)
-    return f"{label} ({location})" if location else label
-
-
-def source_location(definition, ordinal: int, pc: int) -> str | None:
-    """file:line:col of the op at `pc` from the module's debug database, if any."""
-    debug = definition.debug_database
-    if debug is None:
-        return None
-    source_map = function_source_map(definition, ordinal)
-    if source_map is None or not source_map.locations:
-        return None
-    best = None
-    for entry in source_map.locations:
-        if entry.bytecode_offset <= pc + 1:
-            best = entry.location
-        else:
-            break
-    table = debug.location_table
-    seen = 0
-    while best is not None and 0 <= best < len(table) and seen < 16:
-        seen += 1
-        loc = table[best]
-        if loc is None:
-            return None
-        if hasattr(loc, "filename"):
-            return f"{loc.filename}:{loc.line}:{loc.column}"
-        if hasattr(loc, "caller"):
-            best = loc.callee
-        elif hasattr(loc, "child_location"):
-            best = loc.child_location
-        elif hasattr(loc, "locations"):
-            best = loc.locations[0] if loc.locations else None
-        else:
-            return None
-    return None
-
-
-class _VMErrorScope:
-    """Turns any exception escaping generated code into a VMError with a VM stack."""
-
-    def __init__(self, context: Context):
-        self.context = context
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc is None or isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit,
-                                           StopIteration)):
-            return False
-        stack = self.context.vm_stack(tb)
-        if isinstance(exc, VMError):
-            if not exc.stack:
-                exc.stack = stack
-            _release_failed_frames(self.context, exc)
-            return False
-        error = translate_exception(exc, self.context, tb)
-        error.stack = stack
-        _release_failed_frames(self.context, exc, keep=False)
-        try:
-            raise error from None
-        finally:  # (this frame holding the error it raises would be a reference cycle)
-            error = exc = tb = None
-
-
-def _release_failed_frames(context: Context, exc: BaseException, keep: bool = True) -> None:
-    """A failed call of a context with limits lets go of everything it held
-    (vmrt.errors.release_frames; `keep`: the error keeps its own traceback), then
-    what only cycles of VM values hold is collected (Meter.collect_cycles). So no
-    kept error or cycle decides whether the context can run again. Contexts
-    without limits keep it all (for post-mortem debugging)."""
-    if context.meter is not None:
-        release_frames(exc, keep_traceback=keep)
-        context.meter.collect_cycles()
-
-
-def _failing_instruction(context: Context, tb) -> str | None:
-    """vm mnemonic of the instruction where an exception was raised, if in generated code."""
-    last = None
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_filename.startswith("<vmrt "):
-            last = (code, tb.tb_lineno)
-        tb = tb.tb_next
-    if last is None:
-        return None
-    code, line = last
-    for instance in context.instances:
-        named = instance.frame_name(code)
-        if named is not None:
-            _, ordinal = named
-            pc = instance.pc_for_line(ordinal, line, code)
-            if pc is None:
-                return None
-            descriptor = instance.module.definition.function_descriptors[ordinal]
-            start = descriptor.bytecode_offset
-            body = memoryview(instance.module.definition.bytecode_data)[
-                start:start + descriptor.bytecode_length]
-            try:
-                return decode_at(body, pc, len(body)).instruction.vm_name
-            except VmrtError:
-                return None
-    return None
-
-
-def translate_exception(exc: BaseException, context: Context, tb) -> VMError:
-    where = _failing_instruction(context, tb)
-    prefix = f"{where}: " if where else ""
-    if isinstance(exc, VmrtError):  # (a limit that stopped HAL work keeps its subclass)
-        return VMError(exc.message, exc.code, limit=limit_of(exc))
-    if isinstance(exc, ZeroDivisionError):
-        return VMError(f"{prefix}integer division by zero", StatusCode.INVALID_ARGUMENT)
-    if isinstance(exc, RecursionError):
-        return DepthExceeded(f"{prefix}VM call stack depth exceeded")
-    if isinstance(exc, MemoryError):
-        return VMError(f"{prefix}out of memory", StatusCode.RESOURCE_EXHAUSTED)
-    if isinstance(exc, AttributeError):
-        if "'NoneType'" in str(exc):
-            return VMError(f"{prefix}null ref operand", StatusCode.INVALID_ARGUMENT)
-        return VMError(f"{prefix}ref operand of the wrong type ({exc})",
-                       StatusCode.INVALID_ARGUMENT)
-    if isinstance(exc, (struct.error, OverflowError, ValueError, TypeError, IndexError)):
-        return VMError(f"{prefix}{type(exc).__name__}: {exc}", StatusCode.INVALID_ARGUMENT)
-    return VMError(f"{prefix}internal error: {type(exc).__name__}: {exc}", StatusCode.INTERNAL)
-
-
-def _drive(result):
-    """Runs a generator (a suspended VM stack) to completion: each yield resumes."""
-    if result.__class__ is not types.GeneratorType:
-        return result
-    try:
-        while True:
-            next(result)
-    except StopIteration as stop:
-        return stop.value
+        return vm_stack(self.instances, tb)
 
 
 def cconv_compatible(import_cconv: str, export_cconv: str) -> bool:
     try:
-        return cconv_mod.split_fragments(import_cconv) == cconv_mod.split_fragments(export_cconv)
+        return signature_of(import_cconv).fragments == signature_of(export_cconv).fragments
     except VmrtError:
         return False
 
 
-# -- Python values <-> registers ----------------------------------------------------------------
-def _integer(value) -> int:
-    """An exact integer (int, bool, numpy integer): no silent float truncation or str parsing."""
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{value!r} is not an integer") from None
-
-
-def _real(value) -> float:
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
-        raise TypeError(f"{value!r} is not a number")
-    return float(value)
-
-
-def _to_i32(value) -> int:
-    v = _integer(value)
-    if not -(1 << 31) <= v < (1 << 32):
-        raise ValueError(f"{value!r} does not fit in i32")
-    return v - (1 << 32) if v >= (1 << 31) else v
-
-
-def _to_i64(value) -> int:
-    v = _integer(value)
-    if not -(1 << 63) <= v < (1 << 64):
-        raise ValueError(f"{value!r} does not fit in i64")
-    return v - (1 << 64) if v >= (1 << 63) else v
-
-
-def _to_ref(value):
-    if value is None or isinstance(value, RefObject):
-        return value
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return VMBuffer.from_bytes(value)
-    if hasattr(value, "__array_interface__"):
-        return VMBuffer.from_array(value)
-    if isinstance(value, (list, tuple)):
-        return VMList.from_values(value)
-    raise TypeError(f"{type(value).__name__} is not a ref (buffer, list or None)")
-
-
-_CONVERT = {"i": _to_i32, "I": _to_i64, "f": lambda v: f32(_real(v)), "F": _real, "r": _to_ref}
-
-
-def _convert_arguments(fragment: str, args) -> list:
-    converted = []
-    values = list(args)
-    i = 0
-    index = 0
-    while i < len(fragment):
-        ch = fragment[i]
-        if ch == "v":
-            i += 1
-            continue
-        if index >= len(values):
-            raise VMError(f"expected {count_arguments(fragment)} arguments, got {len(values)}",
-                          StatusCode.INVALID_ARGUMENT)
-        value = values[index]
-        if ch == "C":
-            end = fragment.find("D", i + 1)
-            span = [c for c in fragment[i + 1:end] if c != "v"]
-            tuples = []
-            for item in value:
-                item = item if isinstance(item, (tuple, list)) else (item,)
-                if len(item) != len(span):
-                    raise VMError(f"argument {index}: span entries need {len(span)} values",
-                                  StatusCode.INVALID_ARGUMENT)
-                tuples.append(tuple(_CONVERT[c](v) for c, v in zip(span, item)))
-            converted.append(tuples)
-            i = end + 1
-        else:
-            try:
-                converted.append(_CONVERT[ch](value))
-            except (TypeError, ValueError, OverflowError) as error:
-                raise VMError(f"argument {index}: {error}", StatusCode.INVALID_ARGUMENT) from None
-            i += 1
-        index += 1
-    if index != len(values):
-        raise VMError(f"expected {count_arguments(fragment)} arguments, got {len(values)}",
-                      StatusCode.INVALID_ARGUMENT)
-    return converted
-
-
-def count_arguments(fragment: str) -> int:
-    count, i = 0, 0
-    while i < len(fragment):
-        if fragment[i] == "C":
-            i = fragment.find("D", i + 1)
-            count += 1
-        elif fragment[i] != "v":
-            count += 1
-        i += 1
-    return count
-
-
-_CONVERTER_CACHE: dict[str, object] = {}
-
-
-def _argument_converter(fragment: str):
-    """A function (*args) -> converted tuple for a span-free cconv fragment."""
-    converter = _CONVERTER_CACHE.get(fragment)
-    if converter is None:
-        kinds = [c for c in fragment if c != "v"]
-        names = [f"a{i}" for i in range(len(kinds))]
-        body = ", ".join(f"C_{k}({n})" for k, n in zip(kinds, names))
-        source = f"def convert({', '.join(names)}):\n    return ({body}{',' if len(kinds) == 1 else ''})\n"
-        namespace = {f"C_{k}": fn for k, fn in _CONVERT.items()}
-        exec(source, namespace)
-        converter = _CONVERTER_CACHE[fragment] = namespace["convert"]
-    return converter
-
-
-class Function:
-    """A callable export: converts Python arguments, runs, converts results."""
-
-    def __init__(self, context: Context, instance: ModuleInstance, name: str, cconv: str,
-                 fn: Callable[..., Any]) -> None:
-        self.context = context
-        self.instance = instance
-        self.name = name
-        self.cconv = cconv
-        self.arguments, self.results = cconv_mod.split_fragments(cconv)
-        self._fn = fn
-        self._may_yield = getattr(instance, "is_generator", lambda n: True)(name)
-        # Without spans each argument converts on its own: one generated function
-        # converts them all (a comprehension over converters costs ~0.5 us a call).
-        self._convert: Callable[..., Any] = (
-            _argument_converter(self.arguments) if "C" not in self.arguments
-            else lambda *args: _convert_arguments(self.arguments, args))
-        # Set by a native module (hal: numpy arrays in, numpy arrays out) for ref values.
-        host = getattr(context, "host_adapter", None)
-        self._host = host if host is not None and "r" in self.arguments + self.results else None
-
-    @property
-    def full_name(self) -> str:
-        return f"{self.instance.module.name}.{self.name}"
-
-    @property
-    def reflection(self) -> dict[str, str]:
-        """The export's reflection attributes: `iree.abi.declaration` (its signature in
-        tensors, from iree-compile), `iree.abi.model`, ...; empty when it has none."""
-        return dict(_export_attrs(self.instance, self.name))
-
-    def __repr__(self) -> str:
-        # As iree.runtime shows a VmFunction: the cconv, then the reflection (whose
-        # iree.abi.declaration tells the tensor types the cconv's refs carry).
-        reflection = self.reflection
-        shown = f", reflection = {reflection}" if reflection else ""
-        return f"<vmrt function {self.full_name}({self.cconv}){shown}>"
-
-    def __call__(self, *args: Any) -> Any:
-        host = self._host
-        if host is not None:
-            args = host.convert_arguments(self.arguments, args)
-        try:
-            converted = self._convert(*args)
-        except (TypeError, ValueError, OverflowError):
-            converted = _convert_arguments(self.arguments, args)  # names the bad argument
-        try:
-            result = self._fn(*converted)
-            if self._may_yield:
-                result = _drive(result)
-            return result if host is None else host.convert_results(self.results, result)
-        except BaseException as exc:
-            self.context._vm_errors().__exit__(type(exc), exc, exc.__traceback__)
-            raise
-
-    def invoke_async(self, *args: Any) -> Invocation:
-        """Starts a call that may yield; resume it step by step with Invocation.resume."""
-        converted = _convert_arguments(self.arguments, args)
-        with self.context._vm_errors():
-            result = self._fn(*converted)
-        return Invocation(self.context, result)
-
-
-class AsyncFunction(Function):
-    """An export compiled with --iree-execution-model=async-external (`iree.abi.model`
-    = `coarse-fences`): its last two arguments are a wait fence and a signal fence.
-
-    Through a context whose host adapter (the hal module's, with host_arrays) can make
-    fences, it may be called with the other arguments only: it appends a null wait
-    fence and a new signal fence, waits for the signal, then converts the results,
-    as iree.runtime's function invoker does. Passing both fences works as for any
-    function.
-    """
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self._arity = len([c for c in self.arguments if c != "v"])
-
-    def __call__(self, *args: Any) -> Any:
-        host = self._host
-        if host is None or "C" in self.arguments or len(args) != self._arity - 2:
-            return super().__call__(*args)
-        signal = host.create_signal_fence()
-        args = host.convert_arguments(self.arguments, (*args, None, signal))
-        try:
-            converted = self._convert(*args)
-        except (TypeError, ValueError, OverflowError):
-            converted = _convert_arguments(self.arguments, args)
-        try:
-            result = self._fn(*converted)
-            if self._may_yield:
-                result = _drive(result)
-            host.wait_fence(signal)  # results are ready only once it is signalled
-            return host.convert_results(self.results, result)
-        except BaseException as exc:
-            self.context._vm_errors().__exit__(type(exc), exc, exc.__traceback__)
-            raise
-
-
-class Invocation:
-    """A call in progress: each resume() runs the VM stack until its next yield."""
-
-    def __init__(self, context: Context, result: Any) -> None:
-        self.context = context
-        self._generator = result if result.__class__ is types.GeneratorType else None
-        self.done = self._generator is None
-        self.result = None if self._generator else result
-        self.yields = 0
-
-    def resume(self) -> bool:
-        """Runs until the next yield (False) or completion (True)."""
-        generator = self._generator
-        if self.done or generator is None:
-            return True
-        try:
-            with self.context._vm_errors():
-                next(generator)
-        except StopIteration as stop:
-            self.done = True
-            self.result = stop.value
-            return True
-        self.yields += 1
-        return False
-
-    def wait(self) -> Any:
-        while not self.resume():
-            pass
-        return self.result
+__all__ = ["AsyncFunction", "Context", "DEFAULT_MAX_DEPTH", "Function", "HostAdapter", "Instance",
+           "Invocation", "Signal", "cconv_compatible", "translate_exception"]

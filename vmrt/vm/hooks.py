@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 
-from vmrt.isa.decoder import decode_function
 
 _GENERATED_PREFIX = "<vmrt "
 
@@ -97,10 +96,7 @@ class FunctionInfo:
         self.module_name = module.name
         self.name = module.function_name(ordinal)
         self.full_name = f"{module.name}.{self.name}"
-        descriptor = module.definition.function_descriptors[ordinal]
-        start = descriptor.bytecode_offset
-        self.instructions = {d.pc: d for d in decode_function(
-            module.definition.bytecode_data, start, start + descriptor.bytecode_length)}
+        self.instructions = {d.pc: d for d in module.instructions(ordinal)}
 
     def __repr__(self) -> str:
         return f"<vmrt function {self.full_name}>"
@@ -144,8 +140,7 @@ class VMFrame:
     @property
     def location(self) -> str | None:
         """file:line:col of the instruction at `pc`, from the debug database."""
-        from vmrt.vm.context import source_location
-        return source_location(self.instance.module.definition, self.function.ordinal, self.pc)
+        return self.instance.module.source_location(self.function.ordinal, self.pc)
 
     def callers(self, limit: int | None = None) -> list["VMFrame"]:
         """Active VM frames that called this one, innermost first."""

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from vmrt.errors import ModuleFormatError, StatusCode, VMError, VmrtError
 from vmrt.format import read_module
-from vmrt.isa.decoder import decode_function
-from vmrt.vm import cconv as cconv_mod
+from vmrt.format.function_body import decode_function_body
+from vmrt.vm.cconv import signature_of
 from vmrt.vm import code_cache, codegen, numerics
 from vmrt.vm.buffer import (
     VMBuffer, buffer_alloc, buffer_clone, buffer_compare, buffer_copy, metered_buffer_alloc,
@@ -33,7 +33,7 @@ from vmrt.vm.buffer import (
 )
 from vmrt.vm.list import list_alloc, metered_list_alloc
 from vmrt.vm.ref import check_ref_type, ref_or_null, resolve_type
-from vmrt.vm.source_maps import function_source_map
+from vmrt.vm.source_maps import function_source_map, source_location
 from vmrt.vm.verifier import FEATURE_YIELD, IMPORT_ORDINAL_BIT, verify_module
 
 IMPORT_FLAG_OPTIONAL = 2
@@ -93,6 +93,12 @@ class ModuleInstance:
         """The callable for export `name`, or None."""
         raise NotImplementedError
 
+    def is_generator(self, name: str) -> bool:
+        """May export `name` return a generator (a suspended VM stack, see the module
+        docstring)? Callers then drive it (run_to_completion). True, the default, is
+        always safe: a result that is not a generator is used as it is."""
+        return True
+
     def resolve_import(self, ordinal: int, fn, yieldable_fn=None) -> None:
         pass
 
@@ -147,6 +153,7 @@ class BytecodeModule(Module):
         self._function_names = self._names()
         self.generators = self._find_generators()
         self._code: dict[int, tuple] = {}
+        self._instructions: dict[int, list] = {}
         self._static_costs: dict[int, int | None] = {}
         self.rodata = [VMBuffer.wrap_rodata(s.data) for s in module_def.rodata_segments]
 
@@ -198,6 +205,23 @@ class BytecodeModule(Module):
     def function_name(self, ordinal: int) -> str:
         return self._function_names.get(ordinal, f"function#{ordinal}")
 
+    def instructions(self, ordinal: int) -> list:
+        """The decoded instructions (block markers included) of internal function
+        `ordinal`, decoded on first use and kept."""
+        decoded = self._instructions.get(ordinal)
+        if decoded is None:
+            decoded = self._instructions[ordinal] = decode_function_body(self.definition, ordinal)
+        return decoded
+
+    def instruction_at(self, ordinal: int, pc: int):
+        """The decoded instruction starting at `pc` of function `ordinal`, or None."""
+        return next((d for d in self.instructions(ordinal) if d.pc == pc), None)
+
+    def source_location(self, ordinal: int, pc: int) -> str | None:
+        """file:line:col of the instruction at `pc` of function `ordinal`, from the
+        debug database, if any."""
+        return source_location(self.definition, ordinal, pc)
+
     def _find_generators(self) -> frozenset[int]:
         """Functions that can suspend: they yield, call a yieldable import, or
         (transitively) call such a function. They compile to Python generators."""
@@ -219,7 +243,7 @@ class BytecodeModule(Module):
         if callee & IMPORT_ORDINAL_BIT:
             index = callee & ~IMPORT_ORDINAL_BIT
             decl = self._imports[index]
-            arguments, results = cconv_mod.split_fragments(decl.cconv)
+            arguments, results = signature_of(decl.cconv).fragments
             return codegen.CallTarget("import", index, arguments, results, name=decl.full_name)
         f = self.verified[callee]
         return codegen.CallTarget("internal", callee, f.arguments, f.results,
@@ -235,18 +259,15 @@ class BytecodeModule(Module):
         verified = self.verified[ordinal]
         cost = None
         if len(verified.block_pcs) == 1 and not verified.may_yield:
-            descriptor = self.definition.function_descriptors[ordinal]
-            start = descriptor.bytecode_offset
             cost = 0
-            for d in decode_function(self.definition.bytecode_data, start,
-                                     start + descriptor.bytecode_length):
-                symbol = d.instruction.symbol
-                if d.instruction.kind == "marker":
+            for d in self.instructions(ordinal):
+                inst = d.instruction
+                if inst.kind == "marker":
                     continue
-                cost += 1
-                if symbol in ("Branch", "CondBranch", "BranchTable", "Yield"):
+                cost += inst.cost
+                if inst.is_branch:  # even within its one block: a loop
                     cost = None
-                elif symbol in codegen.FunctionGenerator._CALLS:
+                elif inst.is_call:
                     callee = d.values[0]
                     callee_cost = None if callee & IMPORT_ORDINAL_BIT else \
                         self.static_cost(callee)
@@ -299,11 +320,8 @@ class BytecodeModule(Module):
             self._imports, sorted(self.generators))))
 
     def _compile(self, ordinal: int, options: codegen.CodegenOptions, host_entry: bool = False):
-        descriptor = self.definition.function_descriptors[ordinal]
-        start = descriptor.bytecode_offset
         blocks: list[tuple[int, list]] = []
-        for d in decode_function(self.definition.bytecode_data, start,
-                                 start + descriptor.bytecode_length):
+        for d in self.instructions(ordinal):
             if d.instruction.kind == "marker":
                 blocks.append((d.pc, []))
             elif blocks:
@@ -350,11 +368,14 @@ def _fail(status: int, message: str):
     raise VMError(message, code)
 
 
-def _run_to_completion(generator):
-    """Drives a yieldable callee reached from a call site that cannot yield."""
+def run_to_completion(result):
+    """The result of a call that may have returned a generator (a suspended VM
+    stack, reached from a call site that cannot yield): each yield resumes at once."""
+    if result.__class__ is not types.GeneratorType:
+        return result
     try:
         while True:
-            next(generator)
+            next(result)
     except StopIteration as stop:
         return stop.value
 
@@ -392,7 +413,7 @@ class BytecodeModuleInstance(ModuleInstance):
             RW_I64=rw[:size - size % 8].cast("q"), RW_F64=rw[:size - size % 8].cast("d"),
             REFS=self.global_refs, RODATA=module.rodata,
             RESOLVED=[0] * len(module._imports),
-            FAIL=_fail, GENERATOR=types.GeneratorType, RUN_TO_COMPLETION=_run_to_completion,
+            FAIL=_fail, GENERATOR=types.GeneratorType, RUN_TO_COMPLETION=run_to_completion,
             BUFFER_ALLOC=buffer_alloc, BUFFER_CLONE=buffer_clone, BUFFER_COPY=buffer_copy,
             BUFFER_COMPARE=buffer_compare,
             TRACE=self.context.trace_hook, PRINT=self.context.print_hook,
@@ -549,4 +570,4 @@ class BytecodeModuleInstance(ModuleInstance):
 
 
 __all__ = ["BytecodeModule", "BytecodeModuleInstance", "Dependency", "ImportDecl", "Module",
-           "ModuleInstance", "ModuleFormatError", "VmrtError", "load_module"]
+           "ModuleInstance", "ModuleFormatError", "VmrtError", "load_module", "run_to_completion"]

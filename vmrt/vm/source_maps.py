@@ -1,4 +1,5 @@
-"""Which source map of a module's debug database belongs to which function.
+"""Which source map of a module's debug database belongs to which function, and
+the source location (file:line:col) of an instruction.
 
 The database lists one map per function, meant to be indexed by internal
 ordinal, but iree-compile 3.13.0 can write them all at index 0 (its debug
@@ -11,15 +12,13 @@ lists starts an instruction of that function.
 from __future__ import annotations
 
 from vmrt.errors import VmrtError
-from vmrt.isa.decoder import decode_function
+from vmrt.format.function_body import decode_function_body
 
 
 def _instruction_pcs(definition, ordinal: int) -> set[int]:
-    descriptor = definition.function_descriptors[ordinal]
-    start = descriptor.bytecode_offset
+    # (maps are chosen while the module loads, before it can cache decoded bodies)
     try:
-        return {d.pc for d in decode_function(definition.bytecode_data, start,
-                                              start + descriptor.bytecode_length)}
+        return {d.pc for d in decode_function_body(definition, ordinal)}
     except VmrtError:
         return set()
 
@@ -51,4 +50,42 @@ def function_source_map(definition, ordinal: int):
             pcs = _instruction_pcs(definition, ordinal)
         if all(entry.bytecode_offset in pcs for entry in locations):
             return source_map
+    return None
+
+
+def source_location(definition, ordinal: int, pc: int) -> str | None:
+    """file:line:col of the op at `pc` from the module's debug database, if any."""
+    if definition.debug_database is None:
+        return None
+    source_map = function_source_map(definition, ordinal)
+    if source_map is None or not source_map.locations:
+        return None
+    best = None
+    for entry in source_map.locations:
+        if entry.bytecode_offset <= pc + 1:
+            best = entry.location
+        else:
+            break
+    return _file_line_column(definition.debug_database.location_table, best)
+
+
+def _file_line_column(table, best) -> str | None:
+    """Follows call-site, fused and child locations to the first file location
+    (at most 16 steps: tables from untrusted modules may loop)."""
+    seen = 0
+    while best is not None and 0 <= best < len(table) and seen < 16:
+        seen += 1
+        loc = table[best]
+        if loc is None:
+            return None
+        if hasattr(loc, "filename"):
+            return f"{loc.filename}:{loc.line}:{loc.column}"
+        if hasattr(loc, "caller"):
+            best = loc.callee
+        elif hasattr(loc, "child_location"):
+            best = loc.child_location
+        elif hasattr(loc, "locations"):
+            best = loc.locations[0] if loc.locations else None
+        else:
+            return None
     return None

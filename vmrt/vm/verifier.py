@@ -9,7 +9,6 @@ A failure raises VerificationError naming the module, function and bytecode offs
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 from vmrt.errors import StatusCode, VerificationError, VmrtError
@@ -17,7 +16,7 @@ from vmrt.isa import BLOCK_OPCODE, BY_OPCODE, INSTRUCTIONS, PREFIXES
 from vmrt.isa.decoder import DECODERS, DecodeError
 from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import (
-    MAX_I32_REGISTERS, MAX_REF_REGISTERS, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT,
+    MAX_I32_REGISTERS, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT,
     round_up_pow2,
 )
 from vmrt.vm import cconv as cconv_mod
@@ -106,7 +105,9 @@ def _build_plans():
             call = (names.index("segment_sizes") if "segment_sizes" in names else None,
                     names.index("operands") if "operands" in names else None,
                     names.index("results") if "results" in names else None)
-        plans[(inst.opcode_set, inst.opcode)] = (inst, checks, call)
+        # Whether verify_control has anything to check or note.
+        control = call is not None or inst.handler == "return" or inst.may_yield
+        plans[(inst.opcode_set, inst.opcode)] = (inst, checks, call, control)
     tables = {}
     for set_id, slots in BY_OPCODE.items():
         decoders = DECODERS[set_id]
@@ -253,14 +254,14 @@ class _FunctionVerifier:
     def verify_call(self, inst, values, call):
         seg_index, operands_index, results_index = call
         callee = values[0]
-        if inst.symbol == "ImportResolved":
+        if not inst.is_call:  # names a function without calling it: vm.import.resolved
             if not callee & IMPORT_ORDINAL_BIT:
                 self.fail(f"function ordinal {callee} is not an import ordinal")
             self.mv.import_signature(self, callee & ~IMPORT_ORDINAL_BIT)
             return
         segment_sizes = values[seg_index] if seg_index is not None else None
         if callee & IMPORT_ORDINAL_BIT:
-            if inst.symbol in ("CallYieldable", "CallVariadicYieldable"):
+            if inst.may_yield:  # internal callees: judged by their own body
                 self.may_yield = True
             import_ordinal = callee & ~IMPORT_ORDINAL_BIT
             name, fragments = self.mv.import_signature(self, import_ordinal)
@@ -283,10 +284,23 @@ class _FunctionVerifier:
 
     # -- the walk ----------------------------------------------------------------
     def run(self):
+        descriptor = self.mv.module.function_descriptors[self.ordinal]
+        arguments, results = self.check_descriptor(descriptor)
+        start = descriptor.bytecode_offset
+        length = descriptor.bytecode_length
+        data = self.mv.bytecode[start:start + length]
+        self.blocks = {}
+        self.may_yield = False
+        self.callees = set()
+        self.walk(data, length)
+        self.pc = None
+        self.check_blocks(data, length)
+        return VerifiedFunction(self.ordinal, tuple(sorted(self.blocks)), arguments, results,
+                                self.may_yield, frozenset(self.callees))
+
+    def check_descriptor(self, descriptor):
+        """Features, block and register counts; returns the (arguments, results) cconv."""
         mv = self.mv
-        module = mv.module
-        ordinal = self.ordinal
-        descriptor = module.function_descriptors[ordinal]
         check_features(descriptor.requirements, AVAILABLE_FEATURES, "function")
         self.requirements = descriptor.requirements
         self.block_count = descriptor.block_count
@@ -297,61 +311,37 @@ class _FunctionVerifier:
         self.ref_count = round_up_pow2(max(1, descriptor.ref_register_count))
         if self.i32_count > MAX_I32_REGISTERS or self.ref_count > REF_MASK:
             self.fail("register count overflow", StatusCode.RESOURCE_EXHAUSTED)
-        arguments, results = mv.function_fragments(self, ordinal)
+        arguments, results = mv.function_fragments(self, self.ordinal)
         self.results_fragment = results
         args_i32, args_ref = mv.count_registers(self, arguments)
         if self.i32_count < args_i32 or self.ref_count < args_ref:
             self.fail("insufficient register storage for function arguments/results")
+        return arguments, results
 
-        start = descriptor.bytecode_offset
-        length = descriptor.bytecode_length
-        data = mv.bytecode[start:start + length]
-        self.blocks = {}
-        self.may_yield = False
-        self.callees = set()
+    def walk(self, data, length):
+        """Decodes and checks each instruction (rare checks: check_operand)."""
         in_block = False
         end_pc = length - 1  # upstream stops one byte short of the end
         pc = 0
         core_plans = _CORE_PLANS
-        prefix_plans = _PREFIX_PLANS
         reg_x32, reg_x64, reg_ref, reg_any = self.reg_x32, self.reg_x64, self.reg_ref, self.reg_any
         i32_count, ref_count = self.i32_count, self.ref_count
-        type_count, rodata_count = mv.type_count, mv.rodata_count
-        rwdata_size, global_ref_count = mv.rwdata_size, mv.global_ref_count
         blocks = self.blocks
         while pc < end_pc:
             self.pc = pc
             opcode = data[pc]
-            if not in_block:
-                if opcode != BLOCK_OPCODE:
-                    self.fail(f"op at pc {pc:08X} is not in a block")
-            elif opcode == BLOCK_OPCODE:
-                self.fail(f"op at pc {pc:08X} is a block while still in a block")
             if opcode == BLOCK_OPCODE:
-                if blocks.get(pc) is None:
-                    self.declare_block(pc)
-                blocks[pc] = True
-                in_block = True
+                in_block = self.enter_block(pc, in_block)
                 pc += 1
                 continue
+            if not in_block:
+                self.fail(f"op at pc {pc:08X} is not in a block")
             plan = core_plans[opcode]
             operand_pc = pc + 1
             if plan is None:
-                if opcode in prefix_plans:
-                    feature = _PREFIX_FEATURES[opcode]
-                    if not self.requirements & feature:
-                        self.fail(f"function does not declare the "
-                                  f"{format_features(feature)} feature its opcodes need")
-                    if pc + 1 >= length:
-                        self.fail(f"bytecode data overrun trying to parse op at {pc:08X}",
-                                  StatusCode.OUT_OF_RANGE)
-                    plan = prefix_plans[opcode][data[pc + 1]]
-                    operand_pc = pc + 2
-                    if plan is None:
-                        self.fail(f"unhandled ext opcode {data[pc + 1]:02X}")
-                else:
-                    self.fail(f"unhandled opcode {opcode:02X}")
-            inst, checks, call, decoder = plan
+                plan = self.extension_plan(data, pc, length, opcode)
+                operand_pc = pc + 2
+            inst, checks, call, control, decoder = plan
             try:
                 values, next_pc = decoder(data, operand_pc, length, pc)
             except DecodeError as error:
@@ -364,68 +354,108 @@ class _FunctionVerifier:
                 elif check == _R64:
                     if value & 0x8001 or value + 1 >= i32_count:
                         reg_x64(value, inst.operands[index].bank)
+                elif check == _RREF:
+                    if not value & REF_TYPE_BIT or (value & REF_MASK) >= ref_count:
+                        reg_ref(value)
                 elif check == _RREF_NO_MOVE:
                     reg_ref(value)
                     if value & REF_MOVE_BIT:
                         self.fail("ref register has MOVE bit but op does not support MOVE")
-                elif check == _RREF:
-                    if not value & REF_TYPE_BIT or (value & REF_MASK) >= ref_count:
-                        reg_ref(value)
-                elif check == _VANY:
-                    for r in value:
-                        reg_any(r)
+                elif check == _TARGET:
+                    if value not in blocks:
+                        self.declare_block(value)
                 elif check == _REMAP:
                     for src, dst in value:
                         reg_any(src)
                         reg_any(dst)
-                elif check == _TARGET:
-                    if value not in blocks:
-                        self.declare_block(value)
-                elif check == _CASES:
-                    for target, pairs in value:
-                        if target not in blocks:
-                            self.declare_block(target)
-                        for src, dst in pairs:
-                            reg_any(src)
-                            reg_any(dst)
-                elif check == _V32:
-                    for r in value:
-                        reg_x32(r, "i32")
-                elif check == _V64:
-                    for r in value:
-                        reg_x64(r, "i64")
-                elif check == _VREF:
-                    for r in value:
-                        reg_ref(r)
-                elif check == _GLOBAL_BYTES4 or check == _GLOBAL_BYTES8:
-                    width = 4 if check == _GLOBAL_BYTES4 else 8
-                    if value + width > rwdata_size:
-                        self.fail(f"global byte_offset out of range: {value} "
-                                  f"(rwdata={rwdata_size})", StatusCode.OUT_OF_RANGE)
-                elif check == _GLOBAL_REF:
-                    if value >= global_ref_count:
-                        self.fail(f"global ref ordinal out of range: {value} "
-                                  f"(table={global_ref_count})", StatusCode.OUT_OF_RANGE)
-                elif check == _RODATA:
-                    if value >= rodata_count:
-                        self.fail(f"rodata ref ordinal out of range: {value} "
-                                  f"(table={rodata_count})", StatusCode.OUT_OF_RANGE)
-                elif check == _TYPE:
-                    if value >= type_count:
-                        self.fail(f"type id ordinal out of range: {value} "
-                                  f"(table={type_count})", StatusCode.OUT_OF_RANGE)
-            if call is not None:
-                self.verify_call(inst, values, call)
-            elif inst.symbol == "Return":
-                self.cconv_registers(self.results_fragment, None, values[0])
-            elif inst.symbol == "Yield":
-                self.may_yield = True
+                else:
+                    self.check_operand(check, value)
+            if control:
+                self.verify_control(inst, values, call)
             if inst.is_terminator:
                 in_block = False
             pc = next_pc
-        self.pc = None
         if in_block:
+            self.pc = None
             self.fail("function missing terminator in the last block")
+
+    def enter_block(self, pc, in_block) -> bool:
+        if in_block:
+            self.fail(f"op at pc {pc:08X} is a block while still in a block")
+        if self.blocks.get(pc) is None:
+            self.declare_block(pc)
+        self.blocks[pc] = True
+        return True
+
+    def verify_control(self, inst, values, call):
+        """Calls (and function references) against cconvs, returns against the
+        function's results; notes an instruction that may suspend the invocation."""
+        if call is not None:
+            self.verify_call(inst, values, call)
+        elif inst.handler == "return":
+            self.cconv_registers(self.results_fragment, None, values[0])
+        elif inst.may_yield:
+            self.may_yield = True
+
+    def extension_plan(self, data, pc, length, opcode):
+        """The plan of an extension opcode (`opcode` a prefix), or a failure."""
+        if opcode not in _PREFIX_PLANS:
+            self.fail(f"unhandled opcode {opcode:02X}")
+        feature = _PREFIX_FEATURES[opcode]
+        if not self.requirements & feature:
+            self.fail(f"function does not declare the "
+                      f"{format_features(feature)} feature its opcodes need")
+        if pc + 1 >= length:
+            self.fail(f"bytecode data overrun trying to parse op at {pc:08X}",
+                      StatusCode.OUT_OF_RANGE)
+        plan = _PREFIX_PLANS[opcode][data[pc + 1]]
+        if plan is None:
+            self.fail(f"unhandled ext opcode {data[pc + 1]:02X}")
+        return plan
+
+    def check_operand(self, check, value):
+        """The less frequent operand checks: lists, tables and module ordinals."""
+        mv = self.mv
+        if check == _VANY:
+            for r in value:
+                self.reg_any(r)
+        elif check == _CASES:
+            for target, pairs in value:
+                if target not in self.blocks:
+                    self.declare_block(target)
+                for src, dst in pairs:
+                    self.reg_any(src)
+                    self.reg_any(dst)
+        elif check == _V32:
+            for r in value:
+                self.reg_x32(r, "i32")
+        elif check == _V64:
+            for r in value:
+                self.reg_x64(r, "i64")
+        elif check == _VREF:
+            for r in value:
+                self.reg_ref(r)
+        elif check == _GLOBAL_BYTES4 or check == _GLOBAL_BYTES8:
+            width = 4 if check == _GLOBAL_BYTES4 else 8
+            if value + width > mv.rwdata_size:
+                self.fail(f"global byte_offset out of range: {value} "
+                          f"(rwdata={mv.rwdata_size})", StatusCode.OUT_OF_RANGE)
+        elif check == _GLOBAL_REF:
+            if value >= mv.global_ref_count:
+                self.fail(f"global ref ordinal out of range: {value} "
+                          f"(table={mv.global_ref_count})", StatusCode.OUT_OF_RANGE)
+        elif check == _RODATA:
+            if value >= mv.rodata_count:
+                self.fail(f"rodata ref ordinal out of range: {value} "
+                          f"(table={mv.rodata_count})", StatusCode.OUT_OF_RANGE)
+        elif check == _TYPE:
+            if value >= mv.type_count:
+                self.fail(f"type id ordinal out of range: {value} "
+                          f"(table={mv.type_count})", StatusCode.OUT_OF_RANGE)
+
+    def check_blocks(self, data, length):
+        """Every declared block defined, and as many as the descriptor says."""
+        blocks = self.blocks
         if len(blocks) != self.block_count:
             self.fail(f"invalid descriptor block count {self.block_count}; "
                       f"found {len(blocks)} blocks")
@@ -436,8 +466,6 @@ class _FunctionVerifier:
                 self.fail(f"block at pc {block_pc:08X} out of bytecode data range {length}")
             if data[block_pc] != BLOCK_OPCODE:
                 self.fail(f"block at pc {block_pc:08X} does not start with a block marker")
-        return VerifiedFunction(ordinal, tuple(sorted(blocks)), arguments, results,
-                                self.may_yield, frozenset(self.callees))
 
 
 class ModuleVerifier:

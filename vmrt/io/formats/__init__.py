@@ -13,6 +13,7 @@ import struct
 
 from vmrt.errors import ArchiveError, StatusCode, VmrtError
 from vmrt.io.file import DEFAULT_FILE_CACHE, FileAccess, FileCache, FileHandle, FileMode
+from vmrt.io.index import register_archive_formats
 
 FORMATS = ("irpa", "gguf", "safetensors")
 
@@ -100,6 +101,8 @@ def write_file(index, path, *, format: str | None = None, **options):
     except VmrtError as error:
         raise error.annotate(f"while writing {format} file '{path}'")
 
+
+register_archive_formats(parse_file, write_file)
 
 __all__ = ["FORMATS", "format_from_name", "sniff_format", "parse_handle", "parse_file",
            "write_file", "ArchiveError"]

@@ -8,9 +8,9 @@ import signal
 import tempfile
 import threading
 
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.errors import StatusCode, VmrtError, file_error
 from vmrt.io import spans
-from vmrt.io.file import DEFAULT_FILE_CACHE, FileAccess, os_error_status
+from vmrt.io.file import DEFAULT_FILE_CACHE, FileAccess
 
 
 #: Temporary archives are named `.vmrt-<pid>-<random>.tmp` beside their destination.
@@ -49,7 +49,7 @@ class ArchiveWriter:
         except (OSError, OverflowError, ValueError) as error:
             self._cleanup()
             if isinstance(error, OSError):
-                raise os_error_status(error, f"failed to create '{self.path}'") from None
+                raise file_error(error, f"failed to create '{self.path}'") from None
             raise VmrtError(f"failed to create '{self.path}': {self.total_size} bytes is more "
                             "than a file can hold", StatusCode.RESOURCE_EXHAUSTED) from None
         except BaseException:
@@ -59,16 +59,20 @@ class ArchiveWriter:
 
     def write(self, offset: int, data) -> None:
         view = memoryview(data).cast("B")
-        if offset + view.nbytes > self.total_size:
-            raise VmrtError(f"archive write past its planned size ({offset}+{view.nbytes} "
-                            f"> {self.total_size})", StatusCode.INTERNAL)
+        self._check_planned(offset, view.nbytes)
         spans._pwrite_fully(self._fd, view, offset)
 
     def copy_entry(self, offset: int, entry) -> None:
         """Writes the bytes of `entry` (file span or splat) at `offset`."""
-        if offset + entry.length > self.total_size:
-            raise VmrtError(f"archive write past its planned size", StatusCode.INTERNAL)
+        self._check_planned(offset, entry.length)
         spans.copy_to_fd(self._fd, offset, entry)
+
+    def _check_planned(self, offset: int, length: int) -> None:
+        """INTERNAL when a write would go past the size planned for the archive (a
+        writer's layout bug: the file was created at that size)."""
+        if offset + length > self.total_size:
+            raise VmrtError(f"archive write past its planned size ({offset}+{length} "
+                            f"> {self.total_size})", StatusCode.INTERNAL)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
@@ -85,7 +89,7 @@ class ArchiveWriter:
             self._temp = None
         except OSError as error:
             self._cleanup()
-            raise os_error_status(error, f"failed to write '{self.path}'") from None
+            raise file_error(error, f"failed to write '{self.path}'") from None
         except BaseException:
             self._cleanup()
             raise

@@ -86,8 +86,7 @@ def _load_types() -> dict[int, tuple[str, int, int]]:
 GGML_TYPES = _load_types()
 GGML_TYPE_BY_NAME = {name: number for number, (name, _, _) in GGML_TYPES.items()}
 
-# IREE 3.13's table: 0-15 as ggml, then its own numbers for the integer types.
-IREE_TYPE_COUNT = 19
+# IREE 3.13's table: 0-15 as ggml, then its own numbers (16-18) for the integer types.
 _IREE_TO_GGML = {16: 24, 17: 25, 18: 26}
 _GGML_TO_IREE = {ggml: iree for iree, ggml in _IREE_TO_GGML.items()}
 TYPE_NUMBERING_KEY = "vmrt.ggml_type_numbering"

@@ -21,6 +21,8 @@ file padded to 4096 bytes.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import construct as cs
 
 from vmrt.errors import ArchiveError, StatusCode
@@ -174,7 +176,7 @@ def _metadata_slice(contents, start: int, segment_length: int, offset: int, leng
     return bytes(contents[start + offset:start + offset + length])
 
 
-def _parse_v0(handle, contents, base, prefix, entries) -> None:
+def _check_v0_prefix(prefix) -> None:
     if prefix.version_minor > 0:
         raise ArchiveError(
             f"IRPA version {prefix.version_major}.{prefix.version_minor} not supported "
@@ -184,6 +186,19 @@ def _parse_v0(handle, contents, base, prefix, entries) -> None:
         raise ArchiveError(f"IRPA v0 header expected to be exactly {HEADER_V0_SIZE} bytes "
                            f"but was reported as {prefix.header_size}",
                            StatusCode.INVALID_ARGUMENT)
+
+
+class _Segments(NamedTuple):
+    """Where a v0 archive's metadata and storage segments lie in the file."""
+
+    metadata_start: int
+    metadata_length: int
+    storage_start: int
+    storage_length: int
+
+
+def _parse_v0(handle, contents, base, prefix, entries) -> None:
+    _check_v0_prefix(prefix)
     size = contents.nbytes
     header = _HEADER_V0.parse(contents, base)
     _check_file_range(size, base, header.entry_segment_offset, header.entry_segment_length,
@@ -192,11 +207,8 @@ def _parse_v0(handle, contents, base, prefix, entries) -> None:
                       header.metadata_segment_length, "metadata segment")
     _check_file_range(size, base, header.storage_segment_offset,
                       header.storage_segment_length, "storage segment")
-    metadata_start = base + header.metadata_segment_offset
-    metadata_length = header.metadata_segment_length
-    storage_start = base + header.storage_segment_offset
-    storage_length = header.storage_segment_length
-
+    segments = _Segments(base + header.metadata_segment_offset, header.metadata_segment_length,
+                         base + header.storage_segment_offset, header.storage_segment_length)
     entry_offset = base + header.entry_segment_offset
     remaining = header.entry_segment_length
     parse_entry_header = _ENTRY_HEADER.parse
@@ -205,53 +217,60 @@ def _parse_v0(handle, contents, base, prefix, entries) -> None:
             raise ArchiveError(f"entry table truncated at entry {ordinal}; insufficient "
                                "bytes for base entry header", StatusCode.OUT_OF_RANGE)
         entry = parse_entry_header(contents, entry_offset)
-        entry_size = entry.entry_size
-        if entry_size < ENTRY_HEADER_SIZE or remaining < entry_size:
+        if entry.entry_size < ENTRY_HEADER_SIZE or remaining < entry.entry_size:
             raise ArchiveError(f"entry table truncated at entry {ordinal}; insufficient "
                                "bytes for sized header", StatusCode.OUT_OF_RANGE)
-        record_offset = entry_offset
-        step = (entry_size + ENTRY_ALIGNMENT - 1) // ENTRY_ALIGNMENT * ENTRY_ALIGNMENT
+        parsed = _parse_v0_entry(handle, contents, entry_offset, entry, ordinal, segments)
+        if parsed is not None:
+            entries.append(parsed)
+        step = (entry.entry_size + ENTRY_ALIGNMENT - 1) // ENTRY_ALIGNMENT * ENTRY_ALIGNMENT
         entry_offset += step
         remaining = remaining - step if remaining > step else 0
 
-        name = _metadata_slice(contents, metadata_start, metadata_length, entry.name_offset,
-                               entry.name_length, f"resolving entry {ordinal} name")
-        key = name.decode("utf-8", "surrogateescape")
-        metadata = _metadata_slice(contents, metadata_start, metadata_length,
-                                   entry.metadata_offset, entry.metadata_length,
-                                   f"resolving entry {ordinal} `{key}` metadata")
-        kind = entry.type
-        if kind == ENTRY_TYPE_DATA:
-            if entry_size < DATA_ENTRY_SIZE:
-                raise ArchiveError(f"entry {ordinal} `{key}`: data entry length underflow",
-                                   StatusCode.OUT_OF_RANGE)
-            data = _DATA_ENTRY.parse(contents, record_offset)
-            offset, length = data.storage_offset, data.storage_length
-            file_offset = 0
-            if length:
-                if offset + length > storage_length:
-                    raise ArchiveError(
-                        f"entry {ordinal} `{key}`: storage segment reference out of range "
-                        f"({offset} to {offset + length - 1} for {length}, "
-                        f"segment_size={storage_length})", StatusCode.OUT_OF_RANGE)
-                file_offset = storage_start + offset
-            entries.append(ParameterIndexEntry(key=key, length=length, metadata=metadata,
-                                               file=handle, offset=file_offset))
-        elif kind == ENTRY_TYPE_SPLAT:
-            if entry_size < SPLAT_ENTRY_SIZE:
-                raise ArchiveError(f"entry {ordinal} `{key}`: splat entry length underflow",
-                                   StatusCode.OUT_OF_RANGE)
-            splat = _SPLAT_ENTRY.parse(contents, record_offset)
-            if not 1 <= splat.pattern_length <= 16:
-                raise ArchiveError(f"entry {ordinal} `{key}`: splat pattern length "
-                                   f"{splat.pattern_length} out of bounds 16 (must be 1 to 16)",
-                                   StatusCode.INVALID_ARGUMENT)
-            entries.append(ParameterIndexEntry(key=key, length=splat.length, metadata=metadata,
-                                               pattern=splat.pattern[:splat.pattern_length]))
-        elif kind != ENTRY_TYPE_SKIP:
-            raise ArchiveError(f"entry {ordinal} `{key}`: parser does not support entry type "
-                               f"{kind}" + (" (external file references)" if kind == 3 else ""),
-                               StatusCode.UNIMPLEMENTED)
+
+def _parse_v0_entry(handle, contents, record_offset: int, entry, ordinal: int,
+                    segments: _Segments) -> ParameterIndexEntry | None:
+    """The index entry of the entry record at `record_offset` (None for a skip)."""
+    name = _metadata_slice(contents, segments.metadata_start, segments.metadata_length,
+                           entry.name_offset, entry.name_length,
+                           f"resolving entry {ordinal} name")
+    key = name.decode("utf-8", "surrogateescape")
+    metadata = _metadata_slice(contents, segments.metadata_start, segments.metadata_length,
+                               entry.metadata_offset, entry.metadata_length,
+                               f"resolving entry {ordinal} `{key}` metadata")
+    kind = entry.type
+    if kind == ENTRY_TYPE_DATA:
+        if entry.entry_size < DATA_ENTRY_SIZE:
+            raise ArchiveError(f"entry {ordinal} `{key}`: data entry length underflow",
+                               StatusCode.OUT_OF_RANGE)
+        data = _DATA_ENTRY.parse(contents, record_offset)
+        offset, length = data.storage_offset, data.storage_length
+        file_offset = 0
+        if length:
+            if offset + length > segments.storage_length:
+                raise ArchiveError(
+                    f"entry {ordinal} `{key}`: storage segment reference out of range "
+                    f"({offset} to {offset + length - 1} for {length}, "
+                    f"segment_size={segments.storage_length})", StatusCode.OUT_OF_RANGE)
+            file_offset = segments.storage_start + offset
+        return ParameterIndexEntry(key=key, length=length, metadata=metadata, file=handle,
+                                   offset=file_offset)
+    if kind == ENTRY_TYPE_SPLAT:
+        if entry.entry_size < SPLAT_ENTRY_SIZE:
+            raise ArchiveError(f"entry {ordinal} `{key}`: splat entry length underflow",
+                               StatusCode.OUT_OF_RANGE)
+        splat = _SPLAT_ENTRY.parse(contents, record_offset)
+        if not 1 <= splat.pattern_length <= 16:
+            raise ArchiveError(f"entry {ordinal} `{key}`: splat pattern length "
+                               f"{splat.pattern_length} out of bounds 16 (must be 1 to 16)",
+                               StatusCode.INVALID_ARGUMENT)
+        return ParameterIndexEntry(key=key, length=splat.length, metadata=metadata,
+                                   pattern=splat.pattern[:splat.pattern_length])
+    if kind != ENTRY_TYPE_SKIP:
+        raise ArchiveError(f"entry {ordinal} `{key}`: parser does not support entry type "
+                           f"{kind}" + (" (external file references)" if kind == 3 else ""),
+                           StatusCode.UNIMPLEMENTED)
+    return None
 
 
 # -- writing ----------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""`SHAPExTYPE=VALUE` parsing and value encoding, as IREE's tools read them."""
+"""vmrt.elements: `SHAPExTYPE=VALUE` parsing, value encoding and narrow floats, as
+IREE's tools read them (the HAL, `vmrt run` and `vmrt params` share them)."""
 
 import math
 import struct
@@ -6,19 +7,33 @@ import struct
 import numpy as np
 import pytest
 
+from vmrt.elements import NumericalType as N
+from vmrt.elements import (
+    FloatFormat, element_bit_count, element_numerical_type, from_f32, parse_element,
+    parse_element_type, parse_shape_and_type,
+)
 from vmrt.errors import StatusCode, VmrtError
-from vmrt.io.elements import (encode_element, f32_to_small_float, parse_element_type,
-                              parse_parameter_decl, parse_shape_and_type, parse_splat_value)
+from vmrt.tools.params import parse_parameter_decl, parse_splat_value
+
+
+def f32_to_small_float(value, *params):
+    return from_f32(value, FloatFormat(*params))
+
+
+def encode_element(text, element_type):
+    return parse_element(text, element_type)
 
 
 @pytest.mark.parametrize("text, kind, bits", [
-    ("i1", "bool", 8), ("i8", "int", 8), ("si16", "sint", 16), ("ui32", "uint", 32),
-    ("f16", "float", 16), ("bf16", "bfloat", 16), ("f64", "float", 64), ("cf64", "complex", 64),
-    ("x32", "opaque", 32), ("*8", "opaque", 8), ("f8E4M3FN", "f8E4M3FN", 8),
+    ("i1", N.BOOLEAN, 8), ("i8", N.INTEGER, 8), ("si16", N.INTEGER_SIGNED, 16),
+    ("ui32", N.INTEGER_UNSIGNED, 32), ("f16", N.FLOAT_IEEE, 16), ("bf16", N.FLOAT_BRAIN, 16),
+    ("f64", N.FLOAT_IEEE, 64), ("cf64", N.FLOAT_COMPLEX, 64), ("x32", N.UNKNOWN, 32),
+    ("*8", N.UNKNOWN, 8), ("f8E4M3FN", N.FLOAT_8_E4M3FN, 8),
 ])
 def test_element_types(text, kind, bits):
-    etype = parse_element_type(text)
-    assert (etype.kind, etype.bits) == (kind, bits)
+    element_type = parse_element_type(text)
+    assert (element_numerical_type(element_type), element_bit_count(element_type)) == \
+        (kind, bits)
 
 
 @pytest.mark.parametrize("text", ["q8", "i", "f1000", "ix", ""])
@@ -55,13 +70,20 @@ def test_values(text, etype, expected):
 
 
 @pytest.mark.parametrize("text, etype", [
-    ("256", "i8"), ("-129", "i8"), ("128", "si8"), ("-1", "ui8"), ("2147483648", "i32"),
-    ("12abc", "i32"), ("one", "f32"), ("CAFE", "x32"), ("zz", "x8"),
+    ("256", "i8"), ("-129", "i8"), ("128", "si8"), ("-1", "ui8"), ("one", "f32"),
+    ("CAFE", "x32"), ("zz", "x8"), ("0x1FFFFFFFFFFFFFFFF", "i64"), ("", "i32"),
 ])
 def test_bad_values(text, etype):
     with pytest.raises(VmrtError) as info:
         encode_element(text, parse_element_type(etype))
     assert info.value.code == StatusCode.INVALID_ARGUMENT
+
+
+def test_values_are_c_numbers_as_iree_reads_them():
+    # iree_string_view_atoi_int32 keeps the low 32 bits of a C long and reads the
+    # longest number at the start of the text (strtol), as iree-run-module does.
+    assert encode_element("2147483648", parse_element_type("i32")) == struct.pack("<i", -2 ** 31)
+    assert encode_element("12abc", parse_element_type("i32")) == struct.pack("<i", 12)
 
 
 def test_narrow_floats_round_like_ieee_round_to_nearest_even():

@@ -1,0 +1,279 @@
+"""Calling exports from Python: `Function` (convert the arguments by the export's
+Signature, run, convert the results), `AsyncFunction` (the same call with fences
+appended) and `Invocation` (a call resumed step by step).
+
+A context may have a host adapter (`HostAdapter`, set with
+`Context.set_host_adapter`): it converts host values for ref positions on the
+way in and ref results on the way out (the hal module's: numpy arrays <->
+buffer views) and makes the fences of async-external calls.
+"""
+
+from __future__ import annotations
+
+import operator
+import types
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from vmrt.errors import StatusCode, VMError
+from vmrt.vm.buffer import VMBuffer
+from vmrt.vm.cconv import Signature, signature_of
+from vmrt.vm.list import VMList
+from vmrt.vm.module import ModuleInstance, run_to_completion
+from vmrt.vm.numerics import f32
+from vmrt.vm.ref import RefObject
+
+if TYPE_CHECKING:
+    from vmrt.vm.context import Context
+
+
+class HostAdapter(Protocol):
+    """What a context's host adapter provides (vmrt.modules.hal.HostAdapter is one)."""
+
+    def convert_arguments(self, signature: Signature, args: tuple) -> tuple:
+        """Host values -> VM values, one per element of `signature.arguments`."""
+
+    def convert_results(self, signature: Signature, result: Any) -> Any:
+        """VM results (None, one value or a tuple) -> host values."""
+
+    def create_signal_fence(self) -> Any:
+        """A fence for an async-external call to signal (AsyncFunction)."""
+
+    def wait_fence(self, fence: Any) -> None:
+        """Blocks until `fence` is signalled."""
+
+
+# -- Python values <-> registers ----------------------------------------------------------------
+def _integer(value) -> int:
+    """An exact integer (int, bool, numpy integer): no silent float truncation or str parsing."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{value!r} is not an integer") from None
+
+
+def _real(value) -> float:
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+        raise TypeError(f"{value!r} is not a number")
+    return float(value)
+
+
+def _to_i32(value) -> int:
+    v = _integer(value)
+    if not -(1 << 31) <= v < (1 << 32):
+        raise ValueError(f"{value!r} does not fit in i32")
+    return v - (1 << 32) if v >= (1 << 31) else v
+
+
+def _to_i64(value) -> int:
+    v = _integer(value)
+    if not -(1 << 63) <= v < (1 << 64):
+        raise ValueError(f"{value!r} does not fit in i64")
+    return v - (1 << 64) if v >= (1 << 63) else v
+
+
+def _to_ref(value):
+    if value is None or isinstance(value, RefObject):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return VMBuffer.from_bytes(value)
+    if hasattr(value, "__array_interface__"):
+        return VMBuffer.from_array(value)
+    if isinstance(value, (list, tuple)):
+        return VMList.from_values(value)
+    raise TypeError(f"{type(value).__name__} is not a ref (buffer, list or None)")
+
+
+_CONVERT = {"i": _to_i32, "I": _to_i64, "f": lambda v: f32(_real(v)), "F": _real, "r": _to_ref}
+
+
+def convert_arguments(signature: Signature, args) -> list:
+    """Python values -> VM values for `signature`'s arguments; a VMError naming the
+    bad argument (spans: lists of tuples, converted member by member)."""
+    elements = signature.arguments
+    values = list(args)
+    converted = []
+    for index, element in enumerate(elements):
+        if index >= len(values):
+            raise _count_error(elements, values)
+        value = values[index]
+        if isinstance(element, tuple):
+            converted.append([_convert_span_entry(element, item, index) for item in value])
+            continue
+        try:
+            converted.append(_CONVERT[element](value))
+        except (TypeError, ValueError, OverflowError) as error:
+            raise VMError(f"argument {index}: {error}", StatusCode.INVALID_ARGUMENT) from None
+    if len(values) != len(elements):
+        raise _count_error(elements, values)
+    return converted
+
+
+def _count_error(elements: tuple, values: list) -> VMError:
+    return VMError(f"expected {len(elements)} arguments, got {len(values)}",
+                   StatusCode.INVALID_ARGUMENT)
+
+
+def _convert_span_entry(span: tuple, item, index: int) -> tuple:
+    item = item if isinstance(item, (tuple, list)) else (item,)
+    if len(item) != len(span):
+        raise VMError(f"argument {index}: span entries need {len(span)} values",
+                      StatusCode.INVALID_ARGUMENT)
+    return tuple(_CONVERT[c](v) for c, v in zip(span, item))
+
+
+_CONVERTER_CACHE: dict[tuple, Callable[..., tuple]] = {}
+
+
+def _argument_converter(elements: tuple) -> Callable[..., tuple]:
+    """A function (*args) -> converted tuple for span-free arguments: one generated
+    function converts them all (a comprehension over converters costs ~0.5 us a call)."""
+    converter = _CONVERTER_CACHE.get(elements)
+    if converter is None:
+        names = [f"a{i}" for i in range(len(elements))]
+        body = ", ".join(f"C_{k}({n})" for k, n in zip(elements, names))
+        source = (f"def convert({', '.join(names)}):\n"
+                  f"    return ({body}{',' if len(elements) == 1 else ''})\n")
+        namespace = {f"C_{k}": fn for k, fn in _CONVERT.items()}
+        exec(source, namespace)
+        converter = _CONVERTER_CACHE[elements] = namespace["convert"]
+    return converter
+
+
+# -- calls ------------------------------------------------------------------------------------
+class Function:
+    """A callable export: converts Python arguments, runs, converts results.
+
+    `signature` is its cconv (vmrt.vm.cconv.Signature); `arguments`/`results`
+    are the cconv's fragments as text."""
+
+    def __init__(self, context: Context, instance: ModuleInstance, name: str, cconv: str,
+                 fn: Callable[..., Any]) -> None:
+        self.context = context
+        self.instance = instance
+        self.name = name
+        self.cconv = cconv
+        self.signature = signature = signature_of(cconv)
+        self.arguments, self.results = signature.fragments
+        self._fn = fn
+        self._may_yield = instance.is_generator(name)
+        self._convert: Callable[..., Any] = (
+            _argument_converter(signature.arguments) if not signature.has_spans
+            else lambda *args: convert_arguments(signature, args))
+        # Only calls with ref values have anything for the host adapter to convert.
+        host = context.host_adapter
+        self._host = host if host is not None and signature.has_refs else None
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.instance.module.name}.{self.name}"
+
+    @property
+    def reflection(self) -> dict[str, str]:
+        """The export's reflection attributes: `iree.abi.declaration` (its signature in
+        tensors, from iree-compile), `iree.abi.model`, ...; empty when it has none."""
+        return dict(self.instance.module.export_attrs(self.name))
+
+    def __repr__(self) -> str:
+        # As iree.runtime shows a VmFunction: the cconv, then the reflection (whose
+        # iree.abi.declaration tells the tensor types the cconv's refs carry).
+        reflection = self.reflection
+        shown = f", reflection = {reflection}" if reflection else ""
+        return f"<vmrt function {self.full_name}({self.cconv}){shown}>"
+
+    def __call__(self, *args: Any) -> Any:
+        # The one call path (hot: kept in one frame, without keyword parameters).
+        host = self._host
+        if host is not None:
+            args = host.convert_arguments(self.signature, args)
+        try:
+            converted = self._convert(*args)
+        except (TypeError, ValueError, OverflowError):
+            converted = convert_arguments(self.signature, args)  # names the bad argument
+        try:
+            result = self._fn(*converted)
+            if self._may_yield:
+                result = run_to_completion(result)
+            return result if host is None else host.convert_results(self.signature, result)
+        except BaseException as exc:
+            self.context._vm_errors().__exit__(type(exc), exc, exc.__traceback__)
+            raise
+
+    def invoke_async(self, *args: Any) -> Invocation:
+        """Starts a call that may yield; resume it step by step with Invocation.resume."""
+        converted = convert_arguments(self.signature, args)
+        with self.context._vm_errors():
+            result = self._fn(*converted)
+        return Invocation(self.context, result)
+
+
+class AsyncFunction(Function):
+    """An export compiled with --iree-execution-model=async-external (`iree.abi.model`
+    = `coarse-fences`): its last two arguments are a wait fence and a signal fence.
+
+    Through a context whose host adapter (the hal module's, with host_arrays) can make
+    fences, it may be called with the other arguments only: it appends a null wait
+    fence and a new signal fence, waits for the signal, then converts the results,
+    as iree.runtime's function invoker does. Passing both fences works as for any
+    function.
+    """
+
+    def __call__(self, *args: Any) -> Any:
+        host = self._host
+        if host is None or self.signature.has_spans \
+                or len(args) != len(self.signature.arguments) - 2:
+            return super().__call__(*args)
+        signal = host.create_signal_fence()
+        # Function's call path, through a copy whose host adapter waits for the fence.
+        call = object.__new__(Function)
+        call.__dict__.update(self.__dict__)
+        call._host = _FencedHost(host, signal)
+        return Function.__call__(call, *args, None, signal)
+
+
+class _FencedHost:
+    """A host adapter for one async-external call: results are ready (and converted)
+    only once its signal fence is signalled."""
+
+    __slots__ = ("host", "signal")
+
+    def __init__(self, host: HostAdapter, signal) -> None:
+        self.host = host
+        self.signal = signal
+
+    def convert_arguments(self, signature: Signature, args: tuple) -> tuple:
+        return self.host.convert_arguments(signature, args)
+
+    def convert_results(self, signature: Signature, result: Any) -> Any:
+        self.host.wait_fence(self.signal)
+        return self.host.convert_results(signature, result)
+
+
+class Invocation:
+    """A call in progress: each resume() runs the VM stack until its next yield."""
+
+    def __init__(self, context: Context, result: Any) -> None:
+        self.context = context
+        self._generator = result if result.__class__ is types.GeneratorType else None
+        self.done = self._generator is None
+        self.result = None if self._generator else result
+        self.yields = 0
+
+    def resume(self) -> bool:
+        """Runs until the next yield (False) or completion (True)."""
+        generator = self._generator
+        if self.done or generator is None:
+            return True
+        try:
+            with self.context._vm_errors():
+                next(generator)
+        except StopIteration as stop:
+            self.done = True
+            self.result = stop.value
+            return True
+        self.yields += 1
+        return False
+
+    def wait(self) -> Any:
+        while not self.resume():
+            pass
+        return self.result
