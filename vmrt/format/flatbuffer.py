@@ -240,7 +240,9 @@ class FieldSpec:
         self.id = id
 
     def default_field(self) -> dataclasses.Field:
-        raise NotImplementedError
+        # Strings, tables and unions are offsets to other objects: an absent one reads as
+        # None. Scalars and vectors override this.
+        return dataclasses.field(default=None)
 
     def ids(self) -> tuple[int, ...]:
         return (self.id,)
@@ -264,9 +266,6 @@ class String(FieldSpec):
     def __init__(self, id: int, required: bool = False):
         super().__init__(id)
         self.required = required
-
-    def default_field(self):
-        return dataclasses.field(default=None)
 
 
 class Vector(FieldSpec):
@@ -307,9 +306,6 @@ class TableField(FieldSpec):
         super().__init__(id)
         self.table_cls = table_cls
 
-    def default_field(self):
-        return dataclasses.field(default=None)
-
 
 class UnionDecl:
     """A union of tables; member i (0-based) has type code i + 1 (0 is NONE)."""
@@ -342,9 +338,6 @@ class UnionField(FieldSpec):
 
     def ids(self):
         return (self.id - 1, self.id)
-
-    def default_field(self):
-        return dataclasses.field(default=None)
 
 
 class UnionVector(UnionField):
@@ -510,10 +503,27 @@ class LazyTableVector(_LazySeq):
         return values
 
 
-class LazyStructVector(_LazySeq):
+class _FilledSeq(_LazySeq):
+    """A sequence whose elements are all made at once, by the subclass's `_fill`, into
+    `_cache` on first use; replaced elements are kept there."""
+
+    __slots__ = ("_cache",)
+
+    def __setitem__(self, i, value):
+        if self._cache is None:
+            self._fill()
+        self._cache[self._index(i)] = value
+
+    def __iter__(self):
+        if self._cache is None:
+            self._fill()
+        return iter(self._cache)
+
+
+class LazyStructVector(_FilledSeq):
     """A vector of structs over the buffer; ``numpy()`` views it zero-copy."""
 
-    __slots__ = ("_decl", "_mv", "_start", "_count", "_cache")
+    __slots__ = ("_decl", "_mv", "_start", "_count")
 
     def __init__(self, decl: StructDecl, mv: memoryview, start: int, count: int):
         self._decl = decl
@@ -540,25 +550,15 @@ class LazyStructVector(_LazySeq):
             self._fill()
         return self._cache[self._index(i)]
 
-    def __setitem__(self, i, value):
-        if self._cache is None:
-            self._fill()
-        self._cache[self._index(i)] = value
-
-    def __iter__(self):
-        if self._cache is None:
-            self._fill()
-        return iter(self._cache)
-
     def numpy(self) -> np.ndarray:
         """A structured array viewing the buffer (ignores replaced elements)."""
         return _numpy().frombuffer(self._mv, self._decl.np_dtype, self._count, self._start)
 
 
-class LazyUnionVector(_LazySeq):
+class LazyUnionVector(_FilledSeq):
     """A vector of union values (tables or None for NONE)."""
 
-    __slots__ = ("_items", "_cache")
+    __slots__ = ("_items",)
 
     def __init__(self, items: list):
         # items: list of (group or None, index)
@@ -575,16 +575,6 @@ class LazyUnionVector(_LazySeq):
         if self._cache is None:
             self._fill()
         return self._cache[i]
-
-    def __setitem__(self, i, value):
-        if self._cache is None:
-            self._fill()
-        self._cache[self._index(i)] = value
-
-    def __iter__(self):
-        if self._cache is None:
-            self._fill()
-        return iter(self._cache)
 
 
 def struct_array(seq) -> np.ndarray | None:

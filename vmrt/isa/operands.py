@@ -86,49 +86,23 @@ def attr(name, type):
     return Operand(name, OperandKind.ATTRIBUTE, type=type)
 
 
-@functools.cache
-def global_attr(name):
-    return Operand(name, OperandKind.GLOBAL_ATTR)
+def _named_operand(kind: OperandKind):
+    """The builder of the operands of `kind` that carry nothing but a name."""
+    @functools.cache
+    def build(name):
+        return Operand(name, kind)
+    return build
 
 
-@functools.cache
-def func_attr(name):
-    return Operand(name, OperandKind.FUNC_ATTR)
-
-
-@functools.cache
-def rodata_attr(name):
-    return Operand(name, OperandKind.RODATA_ATTR)
-
-
-@functools.cache
-def string_attr(name):
-    return Operand(name, OperandKind.STRING_ATTR)
-
-
-@functools.cache
-def type_of(name):
-    return Operand(name, OperandKind.TYPE_OF)
-
-
-@functools.cache
-def const_i16(name):
-    return Operand(name, OperandKind.CONST_I16)
-
-
-@functools.cache
-def branch_target(name):
-    return Operand(name, OperandKind.BRANCH_TARGET)
-
-
-@functools.cache
-def branch_operands(name):
-    return Operand(name, OperandKind.BRANCH_OPERANDS)
-
-
-@functools.cache
-def branch_table_cases(name):
-    return Operand(name, OperandKind.BRANCH_TABLE_CASES)
+global_attr = _named_operand(OperandKind.GLOBAL_ATTR)
+func_attr = _named_operand(OperandKind.FUNC_ATTR)
+rodata_attr = _named_operand(OperandKind.RODATA_ATTR)
+string_attr = _named_operand(OperandKind.STRING_ATTR)
+type_of = _named_operand(OperandKind.TYPE_OF)
+const_i16 = _named_operand(OperandKind.CONST_I16)
+branch_target = _named_operand(OperandKind.BRANCH_TARGET)
+branch_operands = _named_operand(OperandKind.BRANCH_OPERANDS)
+branch_table_cases = _named_operand(OperandKind.BRANCH_TABLE_CASES)
 
 
 @functools.cache

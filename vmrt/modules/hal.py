@@ -138,6 +138,14 @@ def guarded_call(meter, fn, *args):
         return fn(*args)
 
 
+def _queue_call(meter, queue_method, queue_affinity, wait_fence, signal_fence, *args):
+    """A device.queue.* export's work: `queue_method` (a Device queue_* method) after
+    `wait_fence`, signalling `signal_fence`, under the call's limits. The fences are
+    the VM's refs as passed: anything that is not a fence is no fence."""
+    return guarded_call(meter, queue_method, queue_affinity, fence_or_none(wait_fence),
+                        fence_or_none(signal_fence), *args)
+
+
 class HalModule(NativeModule, name="hal", version=7):
     """The hal module over a list of devices (by default one `local-sync` device).
 
@@ -500,59 +508,54 @@ class HalModule(NativeModule, name="hal", version=7):
         if pool != 0:
             raise HalError("VM queue allocation pools are not supported",
                            StatusCode.UNIMPLEMENTED)
-        return charged(meter, size, lambda: guarded_call(
-            meter, device.queue_alloca, queue_affinity, fence_or_none(wait_fence),
-            fence_or_none(signal_fence), _u32(memory_types), _u32(buffer_usage), size, flags))
+        return charged(meter, size, lambda: _queue_call(
+            meter, device.queue_alloca, queue_affinity, wait_fence, signal_fence,
+            _u32(memory_types), _u32(buffer_usage), size, flags))
 
     @export("0rIrrI_v", name="device.queue.barrier", state=True)
     def device_queue_barrier(self, meter, device, queue_affinity, wait_fence, signal_fence,
                              flags):
-        guarded_call(meter, deref(device, Device, "device").queue_barrier,
-                 queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence), flags)
+        _queue_call(meter, deref(device, Device, "device").queue_barrier,
+                    queue_affinity, wait_fence, signal_fence, flags)
 
     @export("0rIrrrIrIII_v", name="device.queue.copy", state=True)
     def device_queue_copy(self, meter, device, queue_affinity, wait_fence, signal_fence, source,
                           source_offset, target, target_offset, length, flags):
-        guarded_call(
-            meter, deref(device, Device, "device").queue_copy,
-            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
-            deref(source, Buffer, "buffer"), source_offset, deref(target, Buffer, "buffer"),
-            target_offset, length, flags)
+        _queue_call(meter, deref(device, Device, "device").queue_copy,
+                    queue_affinity, wait_fence, signal_fence,
+                    deref(source, Buffer, "buffer"), source_offset,
+                    deref(target, Buffer, "buffer"), target_offset, length, flags)
 
     @export("0rIrrrI_v", name="device.queue.dealloca", state=True)
     def device_queue_dealloca(self, meter, device, queue_affinity, wait_fence, signal_fence,
                               buffer, flags):
-        guarded_call(
-            meter, deref(device, Device, "device").queue_dealloca,
-            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
-            deref(buffer, Buffer, "buffer"), flags)
+        _queue_call(meter, deref(device, Device, "device").queue_dealloca,
+                    queue_affinity, wait_fence, signal_fence,
+                    deref(buffer, Buffer, "buffer"), flags)
 
     @export("0rIrrrI_v", name="device.queue.execute", state=True)
     def device_queue_execute(self, meter, device, queue_affinity, wait_fence, signal_fence,
                              command_buffer, flags):
-        guarded_call(
-            meter, deref(device, Device, "device").queue_execute,
-            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
-            deref(command_buffer, CommandBuffer, "command_buffer"), (), flags)
+        _queue_call(meter, deref(device, Device, "device").queue_execute,
+                    queue_affinity, wait_fence, signal_fence,
+                    deref(command_buffer, CommandBuffer, "command_buffer"), (), flags)
 
     @export("0rIrrrICrIID_v", name="device.queue.execute.indirect", state=True)
     def device_queue_execute_indirect(self, meter, device, queue_affinity, wait_fence,
                                       signal_fence, command_buffer, flags, bindings):
         table = [(deref_or_null(buffer, Buffer, "buffer"), offset, length)
                  for buffer, offset, length in bindings]
-        guarded_call(
-            meter, deref(device, Device, "device").queue_execute,
-            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
-            deref(command_buffer, CommandBuffer, "command_buffer"), table, flags)
+        _queue_call(meter, deref(device, Device, "device").queue_execute,
+                    queue_affinity, wait_fence, signal_fence,
+                    deref(command_buffer, CommandBuffer, "command_buffer"), table, flags)
 
     @export("0rIrrrIIIiI_v", name="device.queue.fill", state=True)
     def device_queue_fill(self, meter, device, queue_affinity, wait_fence, signal_fence, target,
                           offset, length, pattern, pattern_length, flags):
-        guarded_call(
-            meter, deref(device, Device, "device").queue_fill,
-            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
-            deref(target, Buffer, "buffer"), offset, length,
-            _pattern_bytes(pattern, pattern_length), flags)
+        _queue_call(meter, deref(device, Device, "device").queue_fill,
+                    queue_affinity, wait_fence, signal_fence,
+                    deref(target, Buffer, "buffer"), offset, length,
+                    _pattern_bytes(pattern, pattern_length), flags)
 
     @export("0rI_v", name="device.queue.flush")
     def device_queue_flush(self, device, queue_affinity):
@@ -561,30 +564,27 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIrrrIrIII_v", name="device.queue.read", state=True)
     def device_queue_read(self, meter, device, queue_affinity, wait_fence, signal_fence, source,
                           source_offset, target, target_offset, length, flags):
-        guarded_call(
-            meter, deref(device, Device, "device").queue_read,
-            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
-            deref(source, MemoryFile, "file"), source_offset, deref(target, Buffer, "buffer"),
-            target_offset, length, flags)
+        _queue_call(meter, deref(device, Device, "device").queue_read,
+                    queue_affinity, wait_fence, signal_fence,
+                    deref(source, MemoryFile, "file"), source_offset,
+                    deref(target, Buffer, "buffer"), target_offset, length, flags)
 
     @export("0rIrrrIrIII_v", name="device.queue.update", state=True)
     def device_queue_update(self, meter, device, queue_affinity, wait_fence, signal_fence,
                             source, source_offset, target, target_offset, length, flags):
         source = deref(source, VMBuffer, "buffer")
         data = source.map_ro(source_offset, length)
-        guarded_call(
-            meter, deref(device, Device, "device").queue_update,
-            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence), data,
-            deref(target, Buffer, "buffer"), target_offset, length, flags)
+        _queue_call(meter, deref(device, Device, "device").queue_update,
+                    queue_affinity, wait_fence, signal_fence, data,
+                    deref(target, Buffer, "buffer"), target_offset, length, flags)
 
     @export("0rIrrrIrIII_v", name="device.queue.write", state=True)
     def device_queue_write(self, meter, device, queue_affinity, wait_fence, signal_fence,
                            source, source_offset, target, target_offset, length, flags):
-        guarded_call(
-            meter, deref(device, Device, "device").queue_write,
-            queue_affinity, fence_or_none(wait_fence), fence_or_none(signal_fence),
-            deref(source, Buffer, "buffer"), source_offset, deref(target, MemoryFile, "file"),
-            target_offset, length, flags)
+        _queue_call(meter, deref(device, Device, "device").queue_write,
+                    queue_affinity, wait_fence, signal_fence,
+                    deref(source, Buffer, "buffer"), source_offset,
+                    deref(target, MemoryFile, "file"), target_offset, length, flags)
 
     @export("0v_i", name="devices.count")
     def devices_count(self):

@@ -172,29 +172,28 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
 
     def gather(self, device, queue_affinity, wait_fence, signal_fence, source_scope,
                target_buffer, key_table, key_data, spans, meter=None):
-        signal = fence_or_none(signal_fence)
-        try:
-            device = deref(device, Device, "device")
-            target = deref(target_buffer, Buffer, "buffer")
-            scope = _string(source_scope)
-            spans = _call_spans(key_table, key_data, spans)
-            plan = self.providers.plan_gather(scope, spans, target.byte_length)
-            self._schedule(meter, device, queue_affinity, fence_or_none(wait_fence), signal, plan,
-                           lambda: [target.map_range(_WRITE, 0, WHOLE_BUFFER)])
-        except Exception as exc:
-            raise _fail(signal, exc)
+        self._move_spans(meter, device, queue_affinity, wait_fence, signal_fence, source_scope,
+                         target_buffer, key_table, key_data, spans, "plan_gather", _WRITE)
 
     def scatter(self, device, queue_affinity, wait_fence, signal_fence, source_buffer,
                 target_scope, key_table, key_data, spans, meter=None):
+        self._move_spans(meter, device, queue_affinity, wait_fence, signal_fence, target_scope,
+                         source_buffer, key_table, key_data, spans, "plan_scatter", _READ)
+
+    def _move_spans(self, meter, device, queue_affinity, wait_fence, signal_fence, scope,
+                    buffer, key_table, key_data, spans, plan_name: str, buffer_access: int):
+        """gather and scatter, which differ only in direction: the providers' `plan_name`
+        plans the moves between `scope` and the whole of `buffer`, mapped for
+        `buffer_access` (written by a gather, read by a scatter)."""
         signal = fence_or_none(signal_fence)
         try:
             device = deref(device, Device, "device")
-            source = deref(source_buffer, Buffer, "buffer")
-            scope = _string(target_scope)
+            buffer = deref(buffer, Buffer, "buffer")
+            scope = _string(scope)
             spans = _call_spans(key_table, key_data, spans)
-            plan = self.providers.plan_scatter(scope, spans, source.byte_length)
+            plan = getattr(self.providers, plan_name)(scope, spans, buffer.byte_length)
             self._schedule(meter, device, queue_affinity, fence_or_none(wait_fence), signal, plan,
-                           lambda: [source.map_range(_READ, 0, WHOLE_BUFFER)])
+                           lambda: [buffer.map_range(buffer_access, 0, WHOLE_BUFFER)])
         except Exception as exc:
             raise _fail(signal, exc)
 
