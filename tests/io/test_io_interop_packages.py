@@ -252,6 +252,11 @@ def test_created_archives_load_in_the_packages(st, gguf, tmp_path):
     assert {t.name: t.data.tobytes() for t in tensors} == expected
     loaded = st.load_file(str(tmp_path / "c.safetensors"))
     assert {name: array.tobytes() for name, array in loaded.items()} == expected
+    # Each --data tensor keeps the element type and shape it declares.
+    assert {name: (array.dtype, array.shape) for name, array in loaded.items()} == {
+        "w": (np.float32, (3, 4)), "b": (np.int16, (5,)), "z": (np.int8, (6,))}
+    assert {t.name: (t.tensor_type.name, [int(d) for d in t.shape]) for t in tensors} == {
+        "w": ("F32", [4, 3]), "b": ("I16", [5]), "z": ("I8", [6])}  # GGUF: innermost first
 
 
 # -- what an entry declares -------------------------------------------------------------

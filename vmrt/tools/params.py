@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from typing import NamedTuple
 
 from vmrt.elements import (
-    element_bit_count, element_byte_count, parse_element, parse_element_type,
-    parse_shape_and_type,
+    element_bit_count, element_byte_count, format_element_type, parse_element,
+    parse_element_type, parse_shape_and_type,
 )
 from vmrt.errors import ElementError, StatusCode, VmrtError
 from vmrt.io import FORMATS, FileMode, ParameterIndex, ParameterIndexEntry, ParameterScopes
@@ -35,6 +36,7 @@ from vmrt.io.formats import format_from_name, write_file
 from vmrt.io.index import MAX_SPLAT_PATTERN_LENGTH, format_index
 from vmrt.io.formats.gguf import DEFAULT_TYPE_NUMBERING, TYPE_NUMBERINGS
 from vmrt.io.formats.irpa import DEFAULT_DATA_ALIGNMENT
+from vmrt.io.formats.safetensors import DTYPE_SIZES
 from vmrt.tools import progress
 from vmrt.tools.flags import add_flag
 
@@ -217,7 +219,7 @@ def run_create(args) -> int:
         index.add_splat(decl.name, decl.pattern, decl.length)
     for flag in args.data:
         decl = _decl(flag, "--data")
-        entry = index.add_splat(decl.name, decl.pattern, decl.length)
+        entry = index.add_splat(decl.name, decl.pattern, decl.length, info=_tensor_info(decl))
         data_entries.add(id(entry))
     options = {}
     if output_format == "irpa":
@@ -250,6 +252,20 @@ class ParameterDecl(NamedTuple):
     element_type: int
     length: int
     pattern: bytes
+
+
+#: IREE element type text (f32, bf16, si8, ui16, i64) -> safetensors dtype prefix.
+_SAFETENSORS_PREFIXES = {"f": "F", "bf": "BF", "i": "I", "si": "I", "ui": "U"}
+
+
+def _tensor_info(decl: ParameterDecl) -> dict | None:
+    """The dtype and shape a `--data` tensor declares, recorded by the typed formats
+    (safetensors, GGUF); None for element types they have no name for (raw bytes)."""
+    match = re.fullmatch(r"(bf|f|si|ui|i)(\d+)", format_element_type(decl.element_type))
+    if match is None:
+        return None
+    dtype = _SAFETENSORS_PREFIXES[match.group(1)] + match.group(2)
+    return {"dtype": dtype, "shape": list(decl.shape)} if dtype in DTYPE_SIZES else None
 
 
 def parse_parameter_decl(text: str) -> ParameterDecl:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
-import tempfile
 import threading
 
 from vmrt.errors import StatusCode, VmrtError, file_error
@@ -43,8 +43,7 @@ class ArchiveWriter:
         remove_stale_temporaries(directory)
         self._signals = _TerminateRaises()
         try:
-            self._fd, self._temp = tempfile.mkstemp(
-                prefix=f"{_TEMP_PREFIX}{os.getpid()}-", suffix=".tmp", dir=directory)
+            self._create_temporary(directory)
             os.ftruncate(self._fd, self.total_size)
         except (OSError, OverflowError, ValueError) as error:
             self._cleanup()
@@ -56,6 +55,20 @@ class ArchiveWriter:
             self._cleanup()
             raise
         return self
+
+    def _create_temporary(self, directory: str) -> None:
+        """Creates the temporary file under a name recorded *before* the file exists:
+        a Ctrl-C or SIGTERM arriving at any point then finds the name to remove
+        (with mkstemp, one arriving between the file's creation and the assignment
+        of its name left the file behind)."""
+        while True:
+            self._temp = os.path.join(
+                directory, f"{_TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}.tmp")
+            try:
+                self._fd = os.open(self._temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                return
+            except FileExistsError:  # not ours: never remove it
+                self._temp = None
 
     def write(self, offset: int, data) -> None:
         view = memoryview(data).cast("B")
