@@ -153,3 +153,9 @@ def test_function_repr_without_reflection_shows_the_cconv():
     with vmrt.load(text) as m:
         assert m.neg.reflection == {}
         assert repr(m.neg) == "<vmrt function plain.neg(0i_i)>"
+
+
+def test_a_missing_parameter_archive_fails_even_when_the_module_takes_none(tmp_path):
+    # As iree-run-module opens --parameters files before it looks at the module.
+    with pytest.raises(FileNotFoundError):
+        vmrt.load(EXAMPLES / "mlp.vmfb", parameters=tmp_path / "missing.irpa")

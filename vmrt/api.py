@@ -152,10 +152,12 @@ def load(source: ModuleSource, *, modules: Iterable[Module] = (),
     return numpy arrays), `io_parameters` over `parameters` (archive paths, {scope:
     path or paths}, a ParameterScopes, or parameter providers). Other keywords go to
     vmrt.Context (`limits=`, `hooks=`, ...)."""
-    from vmrt.modules.natives import native_modules_for
+    from vmrt.modules.natives import native_modules_for, parameter_providers
     from vmrt.vm.context import Context
     module = _module_from(source)
     given = list(modules)
+    if parameters is not None:  # archives open now: a missing one fails whatever imports
+        parameters = parameter_providers(parameters)
     natives = native_modules_for(given + [module], device=device, parameters=parameters,
                                  host_arrays=True)
     # Devices made here are load's to close; a Device passed in stays the caller's.
