@@ -33,7 +33,7 @@ import math
 import os
 import sys
 
-from vmrt.errors import StatusCode, VMError, VmrtError
+from vmrt.errors import StatusCode, VMError, VmrtError, file_error
 from vmrt.tools import function_io as fio
 from vmrt.vm.context import Context, Function, Instance
 from vmrt.vm.module import load_module
@@ -103,8 +103,9 @@ def _load(spec: str):
             with open(path, "rb") as file:
                 data = file.read()
         except OSError as error:
-            raise VmrtError(f"failed to open file '{path}': {error.strerror or error}",
-                            StatusCode.NOT_FOUND).annotate(
+            # (iree-run-module's text and status, whatever the OSError)
+            raise file_error(error, f"failed to open file '{path}'",
+                             StatusCode.NOT_FOUND).annotate(
                 f"loading bytecode module at '{path}'") from None
     try:
         return load_module(data), path
