@@ -29,6 +29,7 @@ from __future__ import annotations
 import builtins
 import enum
 import errno
+from collections.abc import Callable
 
 
 class StatusCode(enum.IntEnum):
@@ -441,3 +442,27 @@ def release_frames(error: BaseException, keep_traceback: bool = True) -> None:
         if current is not error or not keep_traceback:
             current.__traceback__ = None
         pending += (current.__cause__, current.__context__)
+
+
+def run_with(first: Callable[[], object], futures: list) -> None:
+    """Runs first() on this thread while `futures` (the rest of the same work, given
+    to a pool) run, waits for all, and raises the first failure; later ones are
+    released (release_frames): only the first error travels on."""
+    failure = None
+    try:
+        first()
+    except BaseException as error:
+        failure = error
+    for future in futures:
+        try:
+            future.result()
+        except BaseException as error:
+            if failure is None:
+                failure = error
+            else:
+                release_frames(error)
+    if failure is not None:
+        try:
+            raise failure
+        finally:  # no cycle (error -> traceback -> this frame -> error) keeps the work
+            del failure, futures

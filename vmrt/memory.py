@@ -167,6 +167,12 @@ def _first_bad_pair(flat, count: int, size_a: int, size_b: int) -> int:
     return -1
 
 
+def _pair_spans(spans, a_view, b_view):
+    """(flat int64 array, count, (a size, b size)) of spans (a_offset, b_offset, length)."""
+    flat = _span_array(spans, 3)
+    return flat, len(flat) // 3, (a_view.nbytes, b_view.nbytes)
+
+
 def copy_spans(target, source, spans) -> None:
     """For each span (target_offset, source_offset, length), in order: copies
     source[source_offset:+length] to target[target_offset:+length] (memmove, so
@@ -174,26 +180,22 @@ def copy_spans(target, source, spans) -> None:
     nothing is copied."""
     target_view = _writable(target)
     source_view = _bytes_view(source)
-    flat = _span_array(spans, 3)
-    count = len(flat) // 3
-    sizes = (target_view.nbytes, source_view.nbytes)
-    if _lib is not None:
-        if not count:
-            return
+    flat, count, sizes = _pair_spans(spans, target_view, source_view)
+    if not count:
+        return
+    if _lib is not None:  # checks every span, then copies
         bad = _lib.vmrt_copy_spans(
             _ffi.from_buffer("uint8_t[]", target_view, require_writable=True), sizes[0],
             _ffi.from_buffer("uint8_t[]", source_view), sizes[1],
             _ffi.from_buffer("int64_t[]", flat), count)
-        if bad >= 0:
-            raise _bad_pair_span(flat, bad, ("target", "source"), sizes)
-        return
-    bad = _first_bad_pair(flat, count, *sizes)
+    else:
+        bad = _first_bad_pair(flat, count, *sizes)
+        for i in range(count if bad < 0 else 0):
+            t, s, length = flat[3 * i], flat[3 * i + 1], flat[3 * i + 2]
+            if length:
+                target_view[t:t + length] = bytes(source_view[s:s + length])
     if bad >= 0:
         raise _bad_pair_span(flat, bad, ("target", "source"), sizes)
-    for i in range(count):
-        t, s, length = flat[3 * i], flat[3 * i + 1], flat[3 * i + 2]
-        if length:
-            target_view[t:t + length] = bytes(source_view[s:s + length])
 
 
 def fill_spans(target, spans, pattern: bytes) -> None:
@@ -241,25 +243,24 @@ def compare_spans(lhs, rhs, spans) -> int:
     OUT_OF_RANGE naming it (checked before comparing)."""
     lhs_view = _bytes_view(lhs)
     rhs_view = _bytes_view(rhs)
-    flat = _span_array(spans, 3)
-    count = len(flat) // 3
-    sizes = (lhs_view.nbytes, rhs_view.nbytes)
-    if _lib is not None:
-        if not count:
-            return -1
+    flat, count, sizes = _pair_spans(spans, lhs_view, rhs_view)
+    if not count:
+        return -1
+    if _lib is not None:  # checks every span, then compares
         mismatch = _ffi.new("int64_t*")
         bad = _lib.vmrt_compare_spans(
             _ffi.from_buffer("uint8_t[]", lhs_view), sizes[0],
             _ffi.from_buffer("uint8_t[]", rhs_view), sizes[1],
             _ffi.from_buffer("int64_t[]", flat), count, mismatch)
-        if bad >= 0:
-            raise _bad_pair_span(flat, bad, ("lhs", "rhs"), sizes)
-        return mismatch[0]
-    bad = _first_bad_pair(flat, count, *sizes)
+        first_difference = mismatch[0]
+    else:
+        bad = _first_bad_pair(flat, count, *sizes)
+        first_difference = next((i for i in range(count if bad < 0 else 0)
+                                 if _differs(lhs_view, rhs_view, *flat[3 * i:3 * i + 3])), -1)
     if bad >= 0:
         raise _bad_pair_span(flat, bad, ("lhs", "rhs"), sizes)
-    for i in range(count):
-        a, b, length = flat[3 * i], flat[3 * i + 1], flat[3 * i + 2]
-        if lhs_view[a:a + length] != rhs_view[b:b + length]:
-            return i
-    return -1
+    return first_difference
+
+
+def _differs(lhs_view, rhs_view, a: int, b: int, length: int) -> bool:
+    return lhs_view[a:a + length] != rhs_view[b:b + length]

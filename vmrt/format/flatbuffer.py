@@ -603,24 +603,27 @@ _EMPTY: Any = None
 _PRESENT_SETS: dict[tuple, frozenset] = {}
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class _Group:
-    """All tables reached through one schema path, verified together."""
+    """All tables reached through one schema path, verified together: table i is
+    element elem_idx[i] (None: the field itself) of `field` of table parent_idx[i] of
+    the parent group (None: the root)."""
 
-    __slots__ = ("reader", "decl", "parent", "field", "parent_idx", "elem_idx",
-                 "n", "cols", "cache", "bytes_pos", "make", "positions")
+    reader: Any
+    decl: Any
+    parent: _Group | None
+    field: str | None
+    parent_idx: Any
+    elem_idx: Any
+    n: int = 0
+    cols: dict[str, tuple] = dataclasses.field(default_factory=dict)
+    cache: list | None = None
+    bytes_pos: dict[str, list] = dataclasses.field(default_factory=dict)
+    make: Any = None
+    positions: Any = None
 
-    def __init__(self, reader, decl, parent, field, parent_idx, elem_idx):
-        self.reader = reader
-        self.decl = decl
-        self.parent = parent
-        self.field = field
-        self.parent_idx = parent_idx
-        self.elem_idx = elem_idx
-        self.n = len(parent_idx)
-        self.cols: dict[str, tuple] = {}
-        self.cache: list | None = None
-        self.bytes_pos: dict[str, list] = {}
-        self.make = None
+    def __post_init__(self):
+        self.n = len(self.parent_idx)
         self.positions = _EMPTY
 
     def path(self, i: int) -> str:
@@ -905,15 +908,16 @@ class FlatBufferReader:
                 values[i] = default
         g.cols[f.name] = ("v", values)
 
-    def _offset_slots(self, g, f, T, vb, vsize, tsize):
-        """Present mask and uoffset slot positions of an offset field."""
-        vte = self._vte(vb, vsize, f.id)
+    def _offset_slots(self, g, f, T, vb, vsize, tsize, field_id=None, suffix=""):
+        """Present mask and uoffset slot positions of an offset field (or of the field
+        `field_id` that goes with it, named by `suffix`: a union's types)."""
+        vte = self._vte(vb, vsize, f.id if field_id is None else field_id)
         present = vte != 0
         slot = T + vte
         self._check(g, present & (vte + 4 > tsize), "table field out of range",
-                    f".{f.name}")
+                    f".{f.name}{suffix}")
         self._check(g, present & ((slot & 3) != 0), "table field not aligned",
-                    f".{f.name}")
+                    f".{f.name}{suffix}")
         return present, slot
 
     def _vector_headers(self, g, name, idx, slot, elem_size, align):
@@ -1048,13 +1052,7 @@ class FlatBufferReader:
     def _union_vector_field(self, g, f, T, vb, vsize, tsize):
         """A union vector: its types vector at id - 1, its values vector at id."""
         n_all = g.n
-        vte_t = self._vte(vb, vsize, f.id - 1)
-        has_t = vte_t != 0
-        slot_t = T + vte_t
-        self._check(g, has_t & (vte_t + 4 > tsize), "table field out of range",
-                    f".{f.name}_type")
-        self._check(g, has_t & ((slot_t & 3) != 0), "table field not aligned",
-                    f".{f.name}_type")
+        has_t, slot_t = self._offset_slots(g, f, T, vb, vsize, tsize, f.id - 1, "_type")
         idx_t = np.nonzero(has_t)[0]
         tdata, tcount = self._vector_headers(g, f.name + "_type", idx_t, slot_t[idx_t], 1, 1)
         # Values are only verified (and only read) when the types are present,
@@ -1289,14 +1287,19 @@ class FlatBufferBuilder:
             return self.struct_vector(f.elem, value)
         return self.scalar_vector(f.elem, value)
 
+    def _vector(self, count: int, data, align: int) -> int:
+        """Writes a vector (a u32 count, then `data` aligned to `align`); its position."""
+        self.pad_to(max(align, 4), 4)
+        pos = len(self.buf)
+        self.buf += struct.pack("<I", count)
+        self.buf += data
+        return pos
+
     def string(self, value, where: str) -> int:
         if not isinstance(value, str):
             raise ModuleFormatError(f"{where} must be a str, not {type(value).__name__}")
         data = value.encode("utf-8")
-        self.pad_to(4)
-        pos = len(self.buf)
-        self.buf += struct.pack("<I", len(data)) + data + b"\0"
-        return pos
+        return self._vector(len(data), data + b"\0", 1)
 
     def byte_vector(self, value, align: int) -> int:
         if isinstance(value, (list, tuple)):
@@ -1310,36 +1313,22 @@ class FlatBufferBuilder:
             except TypeError:
                 raise ModuleFormatError(
                     f"cannot write {type(value).__name__} as a byte vector") from None
-        self.pad_to(max(align, 4), 4)
-        pos = len(self.buf)
-        self.buf += struct.pack("<I", len(data))
-        self.buf += data
-        return pos
+        return self._vector(len(data), data, align)
 
     def scalar_vector(self, elem: ScalarType, values) -> int:
         values = list(values)
-        self.pad_to(max(elem.size, 4), 4)
-        pos = len(self.buf)
         try:
-            data = struct.pack(f"<I{len(values)}{elem.fmt[1:]}", len(values), *values)
+            data = struct.pack(f"<{len(values)}{elem.fmt[1:]}", *values)
         except struct.error as error:
             raise ModuleFormatError(f"cannot write {elem.name} vector: {error}") from None
-        self.buf += data
-        return pos
+        return self._vector(len(values), data, elem.size)
 
     def struct_vector(self, decl: StructDecl, values) -> int:
         arr = struct_array(values)
-        self.pad_to(max(decl.align, 4), 4)
-        pos = len(self.buf)
         if arr is not None:
-            self.buf += struct.pack("<I", len(arr))
-            self.buf += arr.tobytes()
-            return pos
+            return self._vector(len(arr), arr.tobytes(), decl.align)
         values = list(values)
-        self.buf += struct.pack("<I", len(values))
-        for v in values:
-            self.buf += decl.pack(v)
-        return pos
+        return self._vector(len(values), b"".join(decl.pack(v) for v in values), decl.align)
 
     def table_vector(self, values, allow_none: bool = False) -> int:
         values = list(values)

@@ -77,10 +77,13 @@ class FunctionSignatureDef:
     attrs: list = Vector(1, AttrDef)
 
 
-ModuleDependencyFlagBits = EnumDecl("ModuleDependencyFlagBits", UINT32, {
-    "REQUIRED": 0,
-    "OPTIONAL": 1,
-}, bit_flags=True)
+def _required_or_optional(name: str) -> EnumDecl:
+    """The schema's two enums of this shape (a dependency's and an import's flags)."""
+    return EnumDecl(name, UINT32, {"REQUIRED": 0, "OPTIONAL": 1}, bit_flags=True)
+
+
+ModuleDependencyFlagBits = _required_or_optional("ModuleDependencyFlagBits")
+ImportFlagBits = _required_or_optional("ImportFlagBits")
 
 
 @table
@@ -89,12 +92,6 @@ class ModuleDependencyDef:
     minimum_version: int = Scalar(1, UINT32)
     flags: int = Scalar(2, ModuleDependencyFlagBits,
                         default=ModuleDependencyFlagBits.REQUIRED)
-
-
-ImportFlagBits = EnumDecl("ImportFlagBits", UINT32, {
-    "REQUIRED": 0,
-    "OPTIONAL": 1,
-}, bit_flags=True)
 
 
 @table

@@ -13,16 +13,15 @@ from vmrt.vm.ref import RefObject
 _DEVICE_VISIBLE = int(MemoryType.DEVICE_VISIBLE)
 _HOST_VISIBLE = int(MemoryType.HOST_VISIBLE)
 _OPTIMAL = int(MemoryType.OPTIMAL)
-_USAGE_TRANSFER = int(BufferUsage.TRANSFER)
-_USAGE_DISPATCH = int(BufferUsage.DISPATCH)
 _USAGE_ADDED = int(BufferUsage.MAPPING_SCOPED | BufferUsage.MAPPING_PERSISTENT |
                    BufferUsage.MAPPING_ACCESS_RANDOM | BufferUsage.TRANSFER)
 _BASE_COMPATIBILITY = int(BufferCompatibility.ALLOCATABLE | BufferCompatibility.IMPORTABLE |
                           BufferCompatibility.EXPORTABLE)
+#: (usage bits, the queue compatibility they give a device-visible buffer).
+_QUEUE_USES = ((int(BufferUsage.TRANSFER), int(BufferCompatibility.QUEUE_TRANSFER)),
+               (int(BufferUsage.DISPATCH), int(BufferCompatibility.QUEUE_DISPATCH)))
 _ALLOCATABLE = int(BufferCompatibility.ALLOCATABLE)
 _IMPORTABLE = int(BufferCompatibility.IMPORTABLE)
-_QUEUE_TRANSFER = int(BufferCompatibility.QUEUE_TRANSFER)
-_QUEUE_DISPATCH = int(BufferCompatibility.QUEUE_DISPATCH)
 _DEFAULT_USAGE = int(BufferUsage.DEFAULT)
 _ACCESS_ALL = int(MemoryAccess.ALL)
 
@@ -45,10 +44,9 @@ def queue_compatibility(memory_type: int, usage: int) -> int:
     validate every recorded binding with it)."""
     compatibility = _BASE_COMPATIBILITY
     if memory_type & _DEVICE_VISIBLE == _DEVICE_VISIBLE:
-        if usage & _USAGE_TRANSFER:
-            compatibility |= _QUEUE_TRANSFER
-        if usage & _USAGE_DISPATCH:
-            compatibility |= _QUEUE_DISPATCH
+        for uses, queue in _QUEUE_USES:
+            if usage & uses:
+                compatibility |= queue
     return compatibility
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import struct
+from dataclasses import dataclass
 
 from vmrt.errors import HalError, StatusCode
 from vmrt.hal.allocator import HeapAllocator, queue_compatibility
@@ -54,14 +55,9 @@ class Requirements:
     __slots__ = ("compatibility", "usage", "access", "memory_type", "max_byte_offset",
                  "alignment")
 
-    def __init__(self, compatibility=0, usage=0, access=0, memory_type=0, max_byte_offset=0,
-                 alignment=0):
-        self.compatibility = compatibility
-        self.usage = usage
-        self.access = access
-        self.memory_type = memory_type
-        self.max_byte_offset = max_byte_offset
-        self.alignment = alignment
+    def __init__(self):  # nothing needed yet: merge() adds each use
+        self.compatibility = self.usage = self.access = self.memory_type = 0
+        self.max_byte_offset = self.alignment = 0
 
     def merge(self, compatibility: int, usage: int, access: int, memory_type: int,
               max_byte_offset: int, alignment: int) -> None:
@@ -198,19 +194,15 @@ class CopyCommand:
         target[:count] = source[:count]
 
 
+@dataclass(slots=True, eq=False)
 class DispatchCommand:
-    __slots__ = ("executable", "function", "workgroup_count", "workgroup_count_ref",
-                 "constants", "bindings", "flags")
-
-    def __init__(self, executable: Executable, function: int, workgroup_count,
-                 workgroup_count_ref, constants: bytes, bindings, flags: int):
-        self.executable = executable
-        self.function = function
-        self.workgroup_count = workgroup_count
-        self.workgroup_count_ref = workgroup_count_ref
-        self.constants = constants
-        self.bindings = bindings
-        self.flags = flags
+    executable: Executable
+    function: int
+    workgroup_count: tuple
+    workgroup_count_ref: object  # a binding reference, or None for a static count
+    constants: bytes
+    bindings: list
+    flags: int
 
     def resolve(self, table) -> DispatchState:
         """The dispatch with its bindings mapped and its workgroup count read."""

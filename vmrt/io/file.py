@@ -339,23 +339,8 @@ def _preload(fd: int, size: int, path: str) -> bytearray:
     except MemoryError:
         raise VmrtError(f"cannot preload '{path}': {size} bytes do not fit in memory",
                         StatusCode.RESOURCE_EXHAUSTED) from None
-    _pread_fully(fd, memoryview(data), 0, path)
+    spans.pread_fully(fd, memoryview(data), 0, path)
     return data
-
-
-def _pread_fully(fd: int, target: memoryview, offset: int, path: str | None) -> None:
-    done = 0
-    total = target.nbytes
-    while done < total:
-        try:
-            n = os.preadv(fd, [target[done:]], offset + done)
-        except OSError as error:
-            raise file_error(error, f"failed to read '{path}'") from None
-        if n <= 0:
-            raise VmrtError(
-                f"unexpected end of file reading '{path}' at offset {offset + done} "
-                f"(file truncated?)", StatusCode.DATA_LOSS)
-        done += n
 
 
 class FileCache:

@@ -104,19 +104,22 @@ class ParameterProvider:
 
     def plan_gather(self, scope: str, spans: Iterable, target_size: int) -> TransferPlan:
         """The checked work of a gather into a `target_size`-byte buffer (slot 0)."""
-        spans = [as_span(span) for span in spans]
-        _check_buffer_ranges("gather target", spans, target_size)
-        return TransferPlan.host_call(
-            READ, lambda views: self.gather(scope, views[0], spans),
-            sum(span.length for span in spans))
+        return self._plan_host_call(READ, self.gather, "gather target", scope, spans,
+                                    target_size)
 
     def plan_scatter(self, scope: str, spans: Iterable, source_size: int) -> TransferPlan:
         """The checked work of a scatter from a `source_size`-byte buffer (slot 0)."""
+        return self._plan_host_call(WRITE, self.scatter, "scatter source", scope, spans,
+                                    source_size)
+
+    def _plan_host_call(self, direction: str, move, what: str, scope: str, spans: Iterable,
+                        buffer_size: int) -> TransferPlan:
+        """A plan running move(scope, buffer in slot 0, spans) (gather or scatter) once
+        the spans are checked against a `buffer_size`-byte buffer."""
         spans = [as_span(span) for span in spans]
-        _check_buffer_ranges("scatter source", spans, source_size)
-        return TransferPlan.host_call(
-            WRITE, lambda views: self.scatter(scope, views[0], spans),
-            sum(span.length for span in spans))
+        _check_buffer_ranges(what, spans, buffer_size)
+        return TransferPlan.host_call(direction, lambda views: move(scope, views[0], spans),
+                                      sum(span.length for span in spans))
 
     def plan_load(self, scope: str, spans: Iterable, *,
                   views: bool = True) -> tuple[list, TransferPlan]:

@@ -31,27 +31,24 @@ def _bounds(what: str, size: int, offset: int, length: int) -> None:
                         f"{size} bytes", StatusCode.OUT_OF_RANGE)
 
 
+def _in_bounds(ops, what: str, view: int) -> list:
+    """The ops that move bytes, once every op's range of its buffer (op[view], from
+    offset op[view + 1], op[view + 2] bytes) is checked."""
+    ops = list(ops)
+    for op in ops:
+        _bounds(what, op[view].nbytes, op[view + 1], op[view + 2])
+    return [op for op in ops if op[view + 2]]
+
+
 def read_file_spans(ops) -> None:
     """Copies file ranges into caller buffers."""
-    ops = list(ops)
-    for handle, file_offset, target, target_offset, length in ops:
-        _bounds("read target", target.nbytes, target_offset, length)
-    for handle, file_offset, target, target_offset, length in ops:
-        if not length:
-            continue
+    for handle, file_offset, target, target_offset, length in _in_bounds(ops, "read target", 2):
         dst = target[target_offset:target_offset + length]
         if handle.reads_from_memory:
             dst[:] = handle.view(file_offset, length)
             continue
         handle._check_range(file_offset, length)
-        done = 0
-        while done < length:
-            n = _preadv(handle, dst[done:done + _MAX_IO], file_offset + done)
-            if n <= 0:
-                raise VmrtError(
-                    f"unexpected end of file reading '{handle.path}' at offset "
-                    f"{file_offset + done} (file truncated?)", StatusCode.DATA_LOSS)
-            done += n
+        pread_fully(handle.fd, dst, file_offset, handle.path)
 
 
 def write_file_spans(ops) -> None:
@@ -71,7 +68,7 @@ def write_file_spans(ops) -> None:
         if handle.kind == "host_allocation":
             handle.contents()[file_offset:file_offset + length] = src
             continue
-        _pwrite_fully(handle.fd, src, file_offset)
+        pwrite_fully(handle.fd, src, file_offset)
         touched[id(handle)] = handle
     for handle in touched.values():
         handle._refresh_stat()  # our own writes do not make the cached handle stale
@@ -83,12 +80,7 @@ def fill_spans(ops) -> None:
     `phase` is the offset into the pattern of the first byte written (the
     parameter offset of the span, for a splat parameter read from its middle).
     """
-    ops = list(ops)
-    for target, target_offset, length, pattern, phase in ops:
-        _bounds("fill target", target.nbytes, target_offset, length)
-    for target, target_offset, length, pattern, phase in ops:
-        if not length:
-            continue
+    for target, target_offset, length, pattern, phase in _in_bounds(ops, "fill target", 0):
         phase %= len(pattern)
         rotated = bytes(pattern[phase:]) + bytes(pattern[:phase])
         whole = length - length % len(rotated)
@@ -116,7 +108,7 @@ def copy_to_fd(fd: int, fd_offset: int, entry, chunk_size: int = 16 << 20) -> No
         done = 0
         while done < length:
             n = min(chunk_len, length - done)
-            _pwrite_fully(fd, memoryview(chunk)[:n], fd_offset + done)
+            pwrite_fully(fd, memoryview(chunk)[:n], fd_offset + done)
             done += n
         return
     handle = entry.file
@@ -124,7 +116,7 @@ def copy_to_fd(fd: int, fd_offset: int, entry, chunk_size: int = 16 << 20) -> No
     if handle.reads_from_memory:
         source = handle.view(entry.offset, length)
         for start in range(0, length, _MAX_IO):
-            _pwrite_fully(fd, source[start:start + _MAX_IO], fd_offset + start)
+            pwrite_fully(fd, source[start:start + _MAX_IO], fd_offset + start)
         return
     done = 0
     copy_range = getattr(os, "copy_file_range", None)
@@ -142,29 +134,39 @@ def copy_to_fd(fd: int, fd_offset: int, entry, chunk_size: int = 16 << 20) -> No
         n = min(len(bounce), length - done)
         view = memoryview(bounce)[:n]
         read_file_spans([(handle, entry.offset + done, view, 0, n)])
-        _pwrite_fully(fd, view, fd_offset + done)
+        pwrite_fully(fd, view, fd_offset + done)
         done += n
 
 
-def _preadv(handle, target: memoryview, offset: int) -> int:
-    try:
-        return os.preadv(handle.fd, [target], offset)
-    except OSError as error:
-        raise file_error(error, f"failed to read '{handle.path}' at offset {offset}") \
-            from None
+# (failure of the call, end of file or short count) messages, by direction.
+_READ_FAILURES = ("failed to read '{path}' at offset {offset}",
+                  "unexpected end of file reading '{path}' at offset {offset} (file truncated?)")
+_WRITE_FAILURES = ("failed to write {remaining} bytes at offset {offset}",
+                   "short write at offset {offset}")
 
 
-def _pwrite_fully(fd: int, data: memoryview, offset: int) -> None:
-    """Writes all of `data` at `offset`; a full disk is RESOURCE_EXHAUSTED and any
-    other failure a VmrtError too (vmrt.errors.file_error)."""
+def _move_fully(call, fd: int, view: memoryview, offset: int, failures, path=None) -> None:
+    """All of `view` moved by call(fd, [chunk], file offset) (os.preadv or os.pwritev)
+    in chunks of at most _MAX_IO; a failed call is a VmrtError (vmrt.errors.file_error:
+    a full disk is RESOURCE_EXHAUSTED), a call that moves nothing DATA_LOSS."""
     done = 0
-    total = data.nbytes
+    total = view.nbytes
     while done < total:
+        where = {"path": path, "offset": offset + done, "remaining": total - done}
         try:
-            n = os.pwritev(fd, [data[done:]], offset + done)
+            n = call(fd, [view[done:done + _MAX_IO]], offset + done)
         except OSError as error:
-                raise file_error(error, f"failed to write {total - done} bytes at offset "
-                                         f"{offset + done}") from None
+            raise file_error(error, failures[0].format(**where)) from None
         if n <= 0:
-            raise VmrtError(f"short write at offset {offset + done}", StatusCode.DATA_LOSS)
+            raise VmrtError(failures[1].format(**where), StatusCode.DATA_LOSS)
         done += n
+
+
+def pread_fully(fd: int, target: memoryview, offset: int, path: str | None) -> None:
+    """Fills all of `target` from file `fd` (named `path` in errors) at `offset`."""
+    _move_fully(os.preadv, fd, target, offset, _READ_FAILURES, path)
+
+
+def pwrite_fully(fd: int, data: memoryview, offset: int) -> None:
+    """Writes all of `data` to file `fd` at `offset`."""
+    _move_fully(os.pwritev, fd, data, offset, _WRITE_FAILURES)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import re
 from dataclasses import dataclass
 
 
@@ -73,43 +74,34 @@ class Operand:
         return self.bank in ("i64", "f64")
 
 
-# Builders used by the generated table (vmrt/isa/table.py), one per kind. Operands
-# are immutable, so equal ones are shared: the table's ~700 operands are 112
+# The generated table (vmrt/isa/table.py) writes an encoding's operands as calls with
+# bare words, one per operand: `reg(left,i32,r) reg(value,ref,w,move) attr(value,i64)
+# global_attr(byte_offset) variadic_operands(operands,any,move)`; the call's name is the
+# kind's value (`reg` and `attr` short for register and attribute).
+_KIND_WORDS = {"reg": OperandKind.REGISTER, "attr": OperandKind.ATTRIBUTE}
+_OPERAND_CALL = re.compile(r"(\w+)\(([^)]*)\)")
+
+
+# Operands are immutable, so equal ones are shared: the table's ~700 operands are 112
 # distinct ones, and making each once saves a millisecond of start-up.
 @functools.cache
-def reg(name, bank, access, move=False):
-    return Operand(name, OperandKind.REGISTER, bank=bank, access=access, move=move)
+def _operand(word: str, name: str, *details: str) -> Operand:
+    kind = _KIND_WORDS.get(word) or OperandKind(word)
+    move = details[-1:] == ("move",)
+    if move:
+        details = details[:-1]
+    if kind is OperandKind.REGISTER:
+        bank, access = details
+        return Operand(name, kind, bank=bank, access=access, move=move)
+    if kind is OperandKind.ATTRIBUTE:
+        return Operand(name, kind, type=details[0])
+    if kind in (OperandKind.VARIADIC_OPERANDS, OperandKind.VARIADIC_RESULTS):
+        access = "r" if kind is OperandKind.VARIADIC_OPERANDS else "w"
+        return Operand(name, kind, bank=details[0], access=access, move=move)
+    return Operand(name, kind)
 
 
-@functools.cache
-def attr(name, type):
-    return Operand(name, OperandKind.ATTRIBUTE, type=type)
-
-
-def _named_operand(kind: OperandKind):
-    """The builder of the operands of `kind` that carry nothing but a name."""
-    @functools.cache
-    def build(name):
-        return Operand(name, kind)
-    return build
-
-
-global_attr = _named_operand(OperandKind.GLOBAL_ATTR)
-func_attr = _named_operand(OperandKind.FUNC_ATTR)
-rodata_attr = _named_operand(OperandKind.RODATA_ATTR)
-string_attr = _named_operand(OperandKind.STRING_ATTR)
-type_of = _named_operand(OperandKind.TYPE_OF)
-const_i16 = _named_operand(OperandKind.CONST_I16)
-branch_target = _named_operand(OperandKind.BRANCH_TARGET)
-branch_operands = _named_operand(OperandKind.BRANCH_OPERANDS)
-branch_table_cases = _named_operand(OperandKind.BRANCH_TABLE_CASES)
-
-
-@functools.cache
-def variadic_operands(name, type, move=False):
-    return Operand(name, OperandKind.VARIADIC_OPERANDS, bank=type, access="r", move=move)
-
-
-@functools.cache
-def variadic_results(name, type, move=False):
-    return Operand(name, OperandKind.VARIADIC_RESULTS, bank=type, access="w", move=move)
+def parse_operands(text: str) -> tuple[Operand, ...]:
+    """An encoding's operands from the table's text (see above), in wire order."""
+    return tuple(_operand(word, *arguments.split(","))
+                 for word, arguments in _OPERAND_CALL.findall(text))

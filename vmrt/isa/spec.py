@@ -1,10 +1,11 @@
-"""The shapes of the ISA table: opcode sets and instructions (data, no behaviour)."""
+"""The shapes of the ISA table: opcode sets and instructions, and the builder of the
+generated table's rows (vmrt/isa/table.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vmrt.isa.operands import Operand
+from vmrt.isa.operands import Operand, parse_operands
 
 
 @dataclass(frozen=True)
@@ -62,3 +63,45 @@ class Instruction:
     def vm_name(self) -> str | None:
         """The op name as vmasm writes it (`vm.add.i32`)."""
         return None if self.mnemonic is None else "vm." + self.mnemonic
+
+
+_VALUE_TYPES = ("i32_", "i64_", "f32_", "f64_")
+
+
+def encoding_class(encoding: str | None) -> str | None:
+    """The encoding name with a leading value type dropped: `i32_binary` -> `binary`."""
+    if encoding and encoding.startswith(_VALUE_TYPES):
+        return encoding[4:]
+    return encoding
+
+
+#: Instruction flag fields by their names in vmrt/isa/ops.py.
+FLAG_FIELDS = {"terminator": "is_terminator", "branch": "is_branch", "call": "is_call",
+               "may_yield": "may_yield", "handles_moves": "handles_moves"}
+
+
+def row_builder(encodings: dict[str, str], syntax_by_class: dict[str, tuple[str, ...]],
+                handler_flags: dict[str, str]):
+    """The `I(...)` of the generated table: a row (opcode set, opcode, symbol,
+    mnemonic, encoding, handler, store bits, Python formula, C formula) made an
+    Instruction, its operands read from `encodings`, its syntax from
+    `syntax_by_class` and its flags from `handler_flags` (each declared once in the
+    table) unless the row gives its own."""
+    operands = {name: parse_operands(text) for name, text in encodings.items()}
+    flags = {kind: {FLAG_FIELDS[f]: True for f in names.split()}
+             for kind, names in handler_flags.items()}
+
+    def row(opcode_set: str, opcode: int, symbol: str, mnemonic: str | None,
+            encoding: str | None, handler: str, store_bits: int, py: str, c: str = "", *,
+            target: str | None = None,
+            syntax: tuple[str, ...] | None = None, own_flags: str | None = None) -> Instruction:
+        if syntax is None:
+            syntax = syntax_by_class.get(encoding_class(encoding), ())
+        row_flags = flags[handler] if own_flags is None else {
+            FLAG_FIELDS[f]: True for f in own_flags.split()}
+        kind = handler if handler in ("marker", "prefix") else "op"
+        return Instruction(opcode_set, opcode, symbol, mnemonic, operands.get(encoding, ()),
+                           kind=kind, encoding=encoding, target=target, handler=handler,
+                           py=py, c=c, syntax=syntax, store_bits=store_bits, **row_flags)
+
+    return row

@@ -146,6 +146,23 @@ def _queue_call(meter, queue_method, queue_affinity, wait_fence, signal_fence, *
                         fence_or_none(signal_fence), *args)
 
 
+_BUFFER, _FILE = (Buffer, "buffer"), (MemoryFile, "file")
+
+
+def _queue_transfer(name: str, source_type: tuple, target_type: tuple):
+    """The export device.queue.NAME of a queue transfer (copy, read, write): from a
+    buffer or file range to another, by the Device method queue_NAME."""
+    @export("0rIrrrIrIII_v", name=f"device.queue.{name}", state=True)
+    def transfer(self, meter, device, queue_affinity, wait_fence, signal_fence, source,
+                 source_offset, target, target_offset, length, flags):
+        _queue_call(meter, getattr(deref(device, Device, "device"), "queue_" + name),
+                    queue_affinity, wait_fence, signal_fence,
+                    deref(source, *source_type), source_offset,
+                    deref(target, *target_type), target_offset, length, flags)
+    transfer.__name__ = transfer.__qualname__ = f"device_queue_{name}"
+    return transfer
+
+
 class HalModule(NativeModule, name="hal", version=7):
     """The hal module over a list of devices (by default one `local-sync` device).
 
@@ -518,13 +535,7 @@ class HalModule(NativeModule, name="hal", version=7):
         _queue_call(meter, deref(device, Device, "device").queue_barrier,
                     queue_affinity, wait_fence, signal_fence, flags)
 
-    @export("0rIrrrIrIII_v", name="device.queue.copy", state=True)
-    def device_queue_copy(self, meter, device, queue_affinity, wait_fence, signal_fence, source,
-                          source_offset, target, target_offset, length, flags):
-        _queue_call(meter, deref(device, Device, "device").queue_copy,
-                    queue_affinity, wait_fence, signal_fence,
-                    deref(source, Buffer, "buffer"), source_offset,
-                    deref(target, Buffer, "buffer"), target_offset, length, flags)
+    device_queue_copy = _queue_transfer("copy", _BUFFER, _BUFFER)
 
     @export("0rIrrrI_v", name="device.queue.dealloca", state=True)
     def device_queue_dealloca(self, meter, device, queue_affinity, wait_fence, signal_fence,
@@ -561,13 +572,7 @@ class HalModule(NativeModule, name="hal", version=7):
     def device_queue_flush(self, device, queue_affinity):
         deref(device, Device, "device").queue_flush(queue_affinity)
 
-    @export("0rIrrrIrIII_v", name="device.queue.read", state=True)
-    def device_queue_read(self, meter, device, queue_affinity, wait_fence, signal_fence, source,
-                          source_offset, target, target_offset, length, flags):
-        _queue_call(meter, deref(device, Device, "device").queue_read,
-                    queue_affinity, wait_fence, signal_fence,
-                    deref(source, MemoryFile, "file"), source_offset,
-                    deref(target, Buffer, "buffer"), target_offset, length, flags)
+    device_queue_read = _queue_transfer("read", _FILE, _BUFFER)
 
     @export("0rIrrrIrIII_v", name="device.queue.update", state=True)
     def device_queue_update(self, meter, device, queue_affinity, wait_fence, signal_fence,
@@ -578,13 +583,7 @@ class HalModule(NativeModule, name="hal", version=7):
                     queue_affinity, wait_fence, signal_fence, data,
                     deref(target, Buffer, "buffer"), target_offset, length, flags)
 
-    @export("0rIrrrIrIII_v", name="device.queue.write", state=True)
-    def device_queue_write(self, meter, device, queue_affinity, wait_fence, signal_fence,
-                           source, source_offset, target, target_offset, length, flags):
-        _queue_call(meter, deref(device, Device, "device").queue_write,
-                    queue_affinity, wait_fence, signal_fence,
-                    deref(source, Buffer, "buffer"), source_offset,
-                    deref(target, MemoryFile, "file"), target_offset, length, flags)
+    device_queue_write = _queue_transfer("write", _BUFFER, _FILE)
 
     @export("0v_i", name="devices.count")
     def devices_count(self):

@@ -25,6 +25,7 @@ refs for the duration of the call, plus whatever C retained.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
@@ -235,71 +236,77 @@ def _make_status(code: int, message: str) -> int:
     return code
 
 
+def _status_callback(label: str):
+    """Decorates a callback C code makes: a VmrtError it raises becomes the status it
+    returns (its message prefixed with `label`), as C cannot take a Python exception."""
+    def decorate(callback):
+        @functools.wraps(callback)
+        def with_status(*args):
+            try:
+                return callback(*args)
+            except VmrtError as error:
+                return _make_status(error.code, f"{label}: {error.message}")
+        return with_status
+    return decorate
+
+
 if lib is not None:
     @ffi.def_extern(error=StatusCode.INTERNAL)
+    @_status_callback("ref_retain")
     def vmrt_py_ref_retain(ref, out_ref):
-        try:
-            address = int(ffi.cast("uintptr_t", ref.ptr))
-            if address:
-                _retain_address(address)
-            old = int(ffi.cast("uintptr_t", out_ref.ptr))
-            out_ref.ptr = ref.ptr
-            out_ref.type = ref.type if address else _NULL_TYPE
-            if old:
-                _release_address(old)
-            return 0
-        except VmrtError as error:
-            return _make_status(error.code, f"ref_retain: {error.message}")
+        address = int(ffi.cast("uintptr_t", ref.ptr))
+        if address:
+            _retain_address(address)
+        old = int(ffi.cast("uintptr_t", out_ref.ptr))
+        out_ref.ptr = ref.ptr
+        out_ref.type = ref.type if address else _NULL_TYPE
+        if old:
+            _release_address(old)
+        return 0
 
     @ffi.def_extern(error=StatusCode.INTERNAL)
+    @_status_callback("ref_release")
     def vmrt_py_ref_release(ref):
-        try:
-            address = int(ffi.cast("uintptr_t", ref.ptr))
-            ref.ptr = ffi.NULL
-            ref.type = _NULL_TYPE
-            if address:
-                _release_address(address)
-            return 0
-        except VmrtError as error:
-            return _make_status(error.code, f"ref_release: {error.message}")
+        address = int(ffi.cast("uintptr_t", ref.ptr))
+        ref.ptr = ffi.NULL
+        ref.type = _NULL_TYPE
+        if address:
+            _release_address(address)
+        return 0
 
     @ffi.def_extern(error=StatusCode.INTERNAL)
+    @_status_callback("buffer_span")
     def vmrt_py_buffer_span(ref, writable, out_data, out_length):
-        try:
-            address = int(ffi.cast("uintptr_t", ref.ptr))
-            if not address:
-                raise VmrtError("buffer is null", StatusCode.INVALID_ARGUMENT)
-            obj = _held_object(address)
-            if not isinstance(obj, VMBuffer):
-                raise VmrtError(f"ref is {type(obj).__name__}, not a vm.buffer",
-                                StatusCode.INVALID_ARGUMENT)
-            if writable and not obj.mutable:
-                raise VmrtError("buffer is read-only", StatusCode.PERMISSION_DENIED)
-            # The VMBuffer keeps its storage exported (its view), so the address stays
-            # valid while the ref is held even after this temporary cdata is gone.
-            data = ffi.from_buffer("uint8_t[]", obj.view)
-            out_data[0] = ffi.cast("uint8_t*", data)
-            out_length[0] = obj.length
-            return 0
-        except VmrtError as error:
-            return _make_status(error.code, f"buffer_span: {error.message}")
+        address = int(ffi.cast("uintptr_t", ref.ptr))
+        if not address:
+            raise VmrtError("buffer is null", StatusCode.INVALID_ARGUMENT)
+        obj = _held_object(address)
+        if not isinstance(obj, VMBuffer):
+            raise VmrtError(f"ref is {type(obj).__name__}, not a vm.buffer",
+                            StatusCode.INVALID_ARGUMENT)
+        if writable and not obj.mutable:
+            raise VmrtError("buffer is read-only", StatusCode.PERMISSION_DENIED)
+        # The VMBuffer keeps its storage exported (its view), so the address stays
+        # valid while the ref is held even after this temporary cdata is gone.
+        data = ffi.from_buffer("uint8_t[]", obj.view)
+        out_data[0] = ffi.cast("uint8_t*", data)
+        out_length[0] = obj.length
+        return 0
 
     @ffi.def_extern(error=StatusCode.INTERNAL)
+    @_status_callback("buffer_alloc")
     def vmrt_py_buffer_alloc(length, out_ref):
         try:
-            try:
-                buffer = VMBuffer(bytearray(length), mutable=True)
-            except (MemoryError, OverflowError):
-                raise VmrtError(f"cannot allocate {length} bytes",
-                                StatusCode.RESOURCE_EXHAUSTED) from None
-            old = int(ffi.cast("uintptr_t", out_ref.ptr))
-            out_ref.ptr = ffi.cast("void*", _hold(buffer))
-            out_ref.type = type_id(buffer.ref_type)
-            if old:
-                _release_address(old)
-            return 0
-        except VmrtError as error:
-            return _make_status(error.code, f"buffer_alloc: {error.message}")
+            buffer = VMBuffer(bytearray(length), mutable=True)
+        except (MemoryError, OverflowError):
+            raise VmrtError(f"cannot allocate {length} bytes",
+                            StatusCode.RESOURCE_EXHAUSTED) from None
+        old = int(ffi.cast("uintptr_t", out_ref.ptr))
+        out_ref.ptr = ffi.cast("void*", _hold(buffer))
+        out_ref.type = type_id(buffer.ref_type)
+        if old:
+            _release_address(old)
+        return 0
 
     @ffi.def_extern(error=0)
     def vmrt_py_lookup_type(name):

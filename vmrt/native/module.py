@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+from dataclasses import dataclass
 
 from vmrt.errors import StatusCode, VMError, VmrtError, limit_of
 from vmrt.vm.module import Dependency as _Dependency
@@ -124,19 +125,16 @@ class NativeState:
         self.imports = {}
 
 
+@dataclass(slots=True, eq=False)
 class Export:
     """One export of a native module class (Python or C)."""
 
-    __slots__ = ("name", "signature", "attribute", "with_state", "is_generator", "c_export")
-
-    def __init__(self, name, signature, attribute, with_state=False, is_generator=False,
-                 c_export=None):
-        self.name = name
-        self.signature = signature
-        self.attribute = attribute
-        self.with_state = with_state
-        self.is_generator = is_generator
-        self.c_export = c_export
+    name: str
+    signature: Signature
+    attribute: str  # the class attribute holding its function
+    with_state: bool = False
+    is_generator: bool = False
+    c_export: object = None  # the CExport of a C function
 
 
 def _declaration_error(module: str, function: str, cconv, reason: str) -> VMError:
@@ -351,9 +349,7 @@ class NativeModuleInstance(ModuleInstance):
                 module.bind_import(self.state, decl.full_name, entry[0] if entry else None)
             if module._foreign_binding is not None:
                 self.c_binding = module._foreign_binding(module)
-            self._initialized = True
-            for export in module._exports.values():
-                self._adapters[export.name] = (self._make_adapter(export), export.is_generator)
+            self._initialized = True  # adapters are made as exports are looked up
         except BaseException:
             self._release()
             raise

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import struct
 import sys
+from itertools import chain
 
 from vmrt import memory
 from vmrt.errors import StatusCode, VMError
 from vmrt.vm.ref import RefObject, null_ref_error, register_ref_type
-from vmrt.vm.value import round_f32, wrap_i32, wrap_i64
+from vmrt.vm.value import round_f32, wrap_i32, wrap_i64  # noqa: F401 (wraps: generated stores)
 
 __all__ = ["VMBuffer", "siphash24", "buffer_alloc", "buffer_clone", "buffer_copy",
            "buffer_compare", "ACCESS_MUTABLE", "ACCESS_ORIGIN_MODULE",
@@ -318,145 +319,6 @@ class VMBuffer(RefObject):
     def fill_f64(self, offset: int, length: int, value: float) -> None:
         self.fill(offset, length, _f64_bytes(value))
 
-    # ----------------------------------------------------------------------
-    # Loads (element units). Element k of a width-w access is item k of a
-    # typed view of the first (length // w) * w bytes, so the view's own index
-    # check is the bounds check (negative offsets are refused first). Views
-    # are made on first use: until then the slot holds a shared empty view,
-    # whose IndexError leads to _load_miss/_store_miss, which make the view
-    # and retry. The hot path is one attribute load and one index.
-    # ----------------------------------------------------------------------
-
-    def load_i8u(self, offset: int) -> int:
-        if offset >= 0:
-            try:
-                return self._data[offset]
-            except IndexError:
-                pass
-        raise self._range_error(offset, 1, 1)
-
-    def load_i8s(self, offset: int) -> int:
-        if offset >= 0:
-            try:
-                return self._v_i8[offset]
-            except IndexError:
-                pass
-        return self._load_miss("_v_i8", offset, 1)
-
-    def load_i16u(self, offset: int) -> int:
-        if offset >= 0:
-            try:
-                return self._v_u16[offset]
-            except IndexError:
-                pass
-        return self._load_miss("_v_u16", offset, 2)
-
-    def load_i16s(self, offset: int) -> int:
-        if offset >= 0:
-            try:
-                return self._v_i16[offset]
-            except IndexError:
-                pass
-        return self._load_miss("_v_i16", offset, 2)
-
-    def load_i32(self, offset: int) -> int:
-        if offset >= 0:
-            try:
-                return self._v_i32[offset]
-            except IndexError:
-                pass
-        return self._load_miss("_v_i32", offset, 4)
-
-    def load_i64(self, offset: int) -> int:
-        if offset >= 0:
-            try:
-                return self._v_i64[offset]
-            except IndexError:
-                pass
-        return self._load_miss("_v_i64", offset, 8)
-
-    def load_f32(self, offset: int) -> float:
-        if offset >= 0:
-            try:
-                return self._v_f32[offset]
-            except IndexError:
-                pass
-        return self._load_miss("_v_f32", offset, 4)
-
-    def load_f64(self, offset: int) -> float:
-        if offset >= 0:
-            try:
-                return self._v_f64[offset]
-            except IndexError:
-                pass
-        return self._load_miss("_v_f64", offset, 8)
-
-    # ----------------------------------------------------------------------
-    # Stores (element units). The value is wrapped to the store width, as the
-    # (uintN_t) cast upstream does (register values already fit; others take
-    # the ValueError path). Views of read-only buffers are read-only, so the
-    # one assignment also catches them (TypeError); _store_miss reports
-    # PERMISSION_DENIED before OUT_OF_RANGE, as upstream checks access first.
-    # ----------------------------------------------------------------------
-
-    def store_i8(self, offset: int, value: int) -> None:
-        if offset >= 0:
-            try:
-                self._data[offset] = value & 0xFF
-                return
-            except (IndexError, TypeError):
-                pass
-        self._store_miss("_data", offset, value & 0xFF, 1)
-
-    def store_i16(self, offset: int, value: int) -> None:
-        if offset >= 0:
-            try:
-                self._v_u16[offset] = value & 0xFFFF
-                return
-            except (IndexError, TypeError):
-                pass
-        self._store_miss("_v_u16", offset, value & 0xFFFF, 2)
-
-    def store_i32(self, offset: int, value: int) -> None:
-        if offset >= 0:
-            try:
-                self._v_i32[offset] = value
-                return
-            except (IndexError, TypeError):
-                pass
-            except ValueError:
-                value = wrap_i32(value)
-        self._store_miss("_v_i32", offset, value, 4)
-
-    def store_i64(self, offset: int, value: int) -> None:
-        if offset >= 0:
-            try:
-                self._v_i64[offset] = value
-                return
-            except (IndexError, TypeError):
-                pass
-            except ValueError:
-                value = wrap_i64(value)
-        self._store_miss("_v_i64", offset, value, 8)
-
-    def store_f32(self, offset: int, value: float) -> None:
-        if offset >= 0:
-            try:
-                self._v_f32[offset] = value
-                return
-            except (IndexError, TypeError):
-                pass
-        self._store_miss("_v_f32", offset, value, 4)
-
-    def store_f64(self, offset: int, value: float) -> None:
-        if offset >= 0:
-            try:
-                self._v_f64[offset] = value
-                return
-            except (IndexError, TypeError):
-                pass
-        self._store_miss("_v_f64", offset, value, 8)
-
     def _typed_view(self, name: str) -> memoryview:
         view = getattr(self, name)
         if view is _PLACEHOLDER_VIEWS.get(name):
@@ -500,6 +362,76 @@ class VMBuffer(RefObject):
         if offset < 0 or length < 0 or offset + length > self.length:
             raise self._range_error(offset, length, alignment)
         return offset, length
+
+
+# ---------------------------------------------------------------------------
+# Loads and stores (element units): the generated code's hot path, so each is
+# written out as its own small method, made here from one template per
+# direction (the same bytecode as if written by hand; measured by
+# benchmarks/vm_bench.py buffer_reduce).
+#
+# Element k of a width-w access is item k of a typed view of the first
+# (length // w) * w bytes, so the view's own index check is the bounds check
+# (negative offsets are refused first). Views are made on first use: until then
+# the slot holds a shared empty view, whose IndexError leads to
+# _load_miss/_store_miss, which make the view and retry. The hot path is one
+# attribute load and one index.
+#
+# A stored value is wrapped to the store width, as the (uintN_t) cast upstream
+# does (register values already fit; others take the ValueError path). Views of
+# read-only buffers are read-only, so the one assignment also catches them
+# (TypeError); _store_miss reports PERMISSION_DENIED before OUT_OF_RANGE, as
+# upstream checks access first.
+# ---------------------------------------------------------------------------
+
+_LOAD = """
+def load_{name}(self, offset):
+    if offset >= 0:
+        try:
+            return self.{slot}[offset]
+        except IndexError:
+            pass
+    return self._load_miss("{slot}", offset, {size})
+"""
+_STORE = """
+def store_{name}(self, offset, value):
+    if offset >= 0:
+        try:
+            self.{slot}[offset] = {value}
+            return
+        except (IndexError, TypeError):
+            pass{on_overflow}
+    self._store_miss("{slot}", offset, {value}, {size})
+"""
+_WRAP_ON_OVERFLOW = """
+        except ValueError:
+            value = {wrap}(value)"""
+
+# name -> (slot, element size)
+_LOADS = {"i8u": ("_data", 1), "i8s": ("_v_i8", 1), "i16u": ("_v_u16", 2),
+          "i16s": ("_v_i16", 2), "i32": ("_v_i32", 4), "i64": ("_v_i64", 8),
+          "f32": ("_v_f32", 4), "f64": ("_v_f64", 8)}
+# name -> (slot, element size, the value as stored, wrap on overflow)
+_STORES = {"i8": ("_data", 1, "value & 0xFF", None),
+           "i16": ("_v_u16", 2, "value & 0xFFFF", None),
+           "i32": ("_v_i32", 4, "value", "wrap_i32"), "i64": ("_v_i64", 8, "value", "wrap_i64"),
+           "f32": ("_v_f32", 4, "value", None), "f64": ("_v_f64", 8, "value", None)}
+
+
+def _define_accessors(cls) -> None:
+    source = [_LOAD.format(name=name, slot=slot, size=size)
+              for name, (slot, size) in _LOADS.items()]
+    source += [_STORE.format(name=name, slot=slot, size=size, value=value, on_overflow=(
+                   _WRAP_ON_OVERFLOW.format(wrap=wrap) if wrap else ""))
+               for name, (slot, size, value, wrap) in _STORES.items()]
+    namespace: dict = {}
+    exec(compile("".join(source), f"<{__name__} accessors>", "exec"), globals(), namespace)
+    for name, function in namespace.items():
+        function.__qualname__ = f"{cls.__name__}.{name}"
+        setattr(cls, name, function)
+
+
+_define_accessors(VMBuffer)
 
 
 register_ref_type("vm.buffer", VMBuffer)
@@ -547,12 +479,14 @@ def buffer_compare(lhs, lhs_offset: int, rhs, rhs_offset: int, length: int) -> i
 # SipHash-2-4 (Aumasson & Bernstein), written from the algorithm's definition:
 # 64-bit state, 2 compression rounds per 8-byte little-endian word, the final
 # word holding the length's low byte in its top byte and the trailing bytes
-# below it, then 0xff into v2 and 4 finalization rounds.
+# below it, then 0xff into v2 and 4 finalization rounds. One loop runs all of
+# them, so the round is written once.
 # ---------------------------------------------------------------------------
 
 _KEY0 = 0x0706050403020100
 _KEY1 = 0x0F0E0D0C0B0A0908
 _iter_u64 = struct.Struct("<Q").iter_unpack
+_ROUNDS = {2: (0, 1), 4: (0, 1, 2, 3)}
 
 
 def siphash24(data, key0: int = _KEY0, key1: int = _KEY1) -> int:
@@ -568,65 +502,29 @@ def siphash24(data, key0: int = _KEY0, key1: int = _KEY1) -> int:
     view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
     n = len(view)
     full = n - (n & 7)
-
-    def rounds(v0, v1, v2, v3, count):
-        for _ in range(count):
-            v0 = (v0 + v1) & m64
-            v1 = ((v1 << 13) | (v1 >> 51)) & m64
-            v1 ^= v0
-            v0 = ((v0 << 32) | (v0 >> 32)) & m64
-            v2 = (v2 + v3) & m64
-            v3 = ((v3 << 16) | (v3 >> 48)) & m64
-            v3 ^= v2
-            v0 = (v0 + v3) & m64
-            v3 = ((v3 << 21) | (v3 >> 43)) & m64
-            v3 ^= v0
-            v2 = (v2 + v1) & m64
-            v1 = ((v1 << 17) | (v1 >> 47)) & m64
-            v1 ^= v2
-            v2 = ((v2 << 32) | (v2 >> 32)) & m64
-        return v0, v1, v2, v3
-
-    if full:
-        for (m,) in _iter_u64(view[:full]):
-            v3 ^= m
-            # Two rounds, unrolled: this loop is the cost of hashing.
-            v0 = (v0 + v1) & m64
-            v1 = ((v1 << 13) | (v1 >> 51)) & m64
-            v1 ^= v0
-            v0 = ((v0 << 32) | (v0 >> 32)) & m64
-            v2 = (v2 + v3) & m64
-            v3 = ((v3 << 16) | (v3 >> 48)) & m64
-            v3 ^= v2
-            v0 = (v0 + v3) & m64
-            v3 = ((v3 << 21) | (v3 >> 43)) & m64
-            v3 ^= v0
-            v2 = (v2 + v1) & m64
-            v1 = ((v1 << 17) | (v1 >> 47)) & m64
-            v1 ^= v2
-            v2 = ((v2 << 32) | (v2 >> 32)) & m64
-            v0 = (v0 + v1) & m64
-            v1 = ((v1 << 13) | (v1 >> 51)) & m64
-            v1 ^= v0
-            v0 = ((v0 << 32) | (v0 >> 32)) & m64
-            v2 = (v2 + v3) & m64
-            v3 = ((v3 << 16) | (v3 >> 48)) & m64
-            v3 ^= v2
-            v0 = (v0 + v3) & m64
-            v3 = ((v3 << 21) | (v3 >> 43)) & m64
-            v3 ^= v0
-            v2 = (v2 + v1) & m64
-            v1 = ((v1 << 17) | (v1 >> 47)) & m64
-            v1 ^= v2
-            v2 = ((v2 << 32) | (v2 >> 32)) & m64
-            v0 ^= m
-
     last = ((n & 0xFF) << 56) | int.from_bytes(bytes(view[full:n]), "little")
-    v3 ^= last
-    v0, v1, v2, v3 = rounds(v0, v1, v2, v3, 2)
-    v0 ^= last
-    v2 ^= 0xFF
-    v0, v1, v2, v3 = rounds(v0, v1, v2, v3, 4)
+    # Each step: m into v3, `count` rounds, m into v0; the last flips v2 first and
+    # mixes no word (finalization).
+    steps = chain(((m, 2, 0) for (m,) in _iter_u64(view[:full])), ((last, 2, 0), (0, 4, 0xFF)))
+    for m, count, flip in steps:
+        v3 ^= m
+        v2 ^= flip
+        for _ in _ROUNDS[count]:
+            v0 = (v0 + v1) & m64
+            v1 = ((v1 << 13) | (v1 >> 51)) & m64
+            v1 ^= v0
+            v0 = ((v0 << 32) | (v0 >> 32)) & m64
+            v2 = (v2 + v3) & m64
+            v3 = ((v3 << 16) | (v3 >> 48)) & m64
+            v3 ^= v2
+            v0 = (v0 + v3) & m64
+            v3 = ((v3 << 21) | (v3 >> 43)) & m64
+            v3 ^= v0
+            v2 = (v2 + v1) & m64
+            v1 = ((v1 << 17) | (v1 >> 47)) & m64
+            v1 ^= v2
+            v2 = ((v2 << 32) | (v2 >> 32)) & m64
+        v0 ^= m
     return v0 ^ v1 ^ v2 ^ v3
 
 

@@ -56,17 +56,22 @@ class Signature:
     `argument_fragment`/`result_fragment`: the text of each side ('v' alone is
     empty). `arguments`: one entry per Python argument, a type character or, for
     a span, a tuple of its members' type characters. `results`: likewise.
+    `argument_steps`/`result_steps`: the same with the segment index of each
+    (walk_fragment), as a variadic call's segment sizes are indexed.
     """
 
     __slots__ = ("cconv", "argument_fragment", "result_fragment", "arguments", "results",
-                 "has_spans", "has_refs", "_layouts", "_fixed_arguments", "_results_layout")
+                 "argument_steps", "result_steps", "has_spans", "has_refs", "_layouts",
+                 "_fixed_arguments", "_results_layout")
 
     def __init__(self, cconv: str, argument_fragment: str, result_fragment: str):
         self.cconv = cconv
         self.argument_fragment = argument_fragment
         self.result_fragment = result_fragment
-        self.arguments = _elements(argument_fragment)
-        self.results = _elements(result_fragment)
+        self.argument_steps = tuple(walk_fragment(argument_fragment))
+        self.result_steps = tuple(walk_fragment(result_fragment))
+        self.arguments = tuple(element for _, element in self.argument_steps)
+        self.results = tuple(element for _, element in self.result_steps)
         self.has_spans = any(isinstance(a, tuple) for a in self.arguments)
         self.has_refs = "r" in cconv
         # C struct layouts, built on first use (only native modules need them).
@@ -99,10 +104,6 @@ class Signature:
         if self._results_layout is None:
             self._results_layout = Layout(self.results, ())
         return self._results_layout
-
-
-def _elements(fragment: str) -> tuple:
-    return tuple(element for _, element in walk_fragment(fragment))
 
 
 def walk_fragment(fragment: str):

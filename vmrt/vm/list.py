@@ -192,23 +192,22 @@ class VMList(RefObject):
         iree_vm_list_set_value does."""
         raise NotImplementedError
 
-    def push_value(self, value, value_type: ValueType) -> None:
+    def _push(self, set_element, *value) -> None:
+        """Grows the list by one element set by `set_element(index, *value)`; a value
+        that cannot be set leaves the list as it was."""
         index = len(self._values)
         self.resize(index + 1)
         try:
-            self.set_value(index, value, value_type)
+            set_element(index, *value)
         except VMError:
             self.resize(index)
             raise
 
+    def push_value(self, value, value_type: ValueType) -> None:
+        self._push(self.set_value, value, value_type)
+
     def push_ref(self, obj) -> None:
-        index = len(self._values)
-        self.resize(index + 1)
-        try:
-            self.set_ref(index, obj)
-        except VMError:
-            self.resize(index)
-            raise
+        self._push(self.set_ref, obj)
 
     def pop_front_ref(self):
         """Removes and returns element 0 as a ref (iree_vm_list_pop_front_ref_move)."""
@@ -237,13 +236,7 @@ class VMList(RefObject):
             self.set_value(index, int(item), self._default_int_type)
 
     def append(self, item) -> None:
-        index = len(self._values)
-        self.resize(index + 1)
-        try:
-            self.set_item(index, item)
-        except VMError:
-            self.resize(index)
-            raise
+        self._push(self.set_item, item)
 
     _default_int_type = I64
     _default_float_type = F64
@@ -395,6 +388,12 @@ class _ValueList(VMList):
         return [int(self.value_type)] * (end - start)
 
 
+def _named(function, name: str, doc: str):
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = doc
+    return function
+
+
 def _getter_direct():
     def get(self, index):
         if index >= 0:
@@ -457,12 +456,8 @@ def _make_value_list_class(value_type: ValueType) -> type:
         write = CONVERT[(access_type, value_type)]
         get = _getter_direct() if read is None else _getter_converting(read)
         set_ = _setter_direct() if write is None else _setter_converting(write)
-        get.__name__ = get.__qualname__ = f"get_{suffix}"
-        set_.__name__ = set_.__qualname__ = f"set_{suffix}"
-        get.__doc__ = f"vm.list.get.{suffix}"
-        set_.__doc__ = f"vm.list.set.{suffix}"
-        namespace[f"get_{suffix}"] = get
-        namespace[f"set_{suffix}"] = set_
+        namespace[f"get_{suffix}"] = _named(get, f"get_{suffix}", f"vm.list.get.{suffix}")
+        namespace[f"set_{suffix}"] = _named(set_, f"set_{suffix}", f"vm.list.set.{suffix}")
     name = f"VMList_{VALUE_TYPE_NAME[value_type]}"
     return type(name, (_ValueList,), namespace)
 
@@ -495,14 +490,8 @@ class _RefList(VMList):
     def set_value(self, index, value, value_type):
         self._no_value_stores(index)
 
-    def get_ref(self, index):
-        """vm.list.get.ref (retain): the element, or None."""
-        if index >= 0:
-            try:
-                return self._values[index]
-            except IndexError:
-                pass
-        raise self._index_error(index)
+    get_ref = _named(_getter_direct(), "get_ref",
+                     "vm.list.get.ref (retain): the element, or None.")
 
     def take_ref(self, index):
         """vm.list.get.ref with a MOVE result: the element, leaving null."""

@@ -19,7 +19,7 @@ from vmrt.isa.registers import (
     MAX_I32_REGISTERS, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT,
     round_up_pow2,
 )
-from vmrt.vm import cconv as cconv_mod
+from vmrt.vm.cconv import Signature, count_registers, signature_of
 
 #: FeatureBits (bytecode_module_def.fbs).
 FEATURE_EXT_F32 = 1 << 0
@@ -34,6 +34,9 @@ FEATURE_NAMES = ((FEATURE_EXT_F32, "EXT_F32"), (FEATURE_EXT_F64, "EXT_F64"),
 IMPORT_ORDINAL_BIT = 0x80000000
 #: Block pcs must stay below this (isa.h IREE_VM_ISA_PC_BLOCK_MAX).
 PC_BLOCK_MAX = 0x00FFFFFF
+
+#: The cconv types that take a register (i32, i64, f32, f64, ref).
+_REGISTER_KINDS = frozenset("iIfFr")
 
 _PREFIX_FEATURES = {op: (FEATURE_EXT_F32 if s.id == "ext_f32" else FEATURE_EXT_F64)
                     for op, s in PREFIXES.items()}
@@ -58,6 +61,17 @@ def check_features(required: int, available: int, what: str) -> None:
 (_R32, _R64, _RREF, _RREF_NO_MOVE, _RANY, _V32, _V64, _VREF, _VANY, _REMAP,
  _TARGET, _CASES, _GLOBAL_BYTES4, _GLOBAL_BYTES8, _GLOBAL_REF, _RODATA, _TYPE,
  _SKIP) = range(18)
+
+
+#: Operands naming an entry of a module table: (what, table label, the ModuleVerifier
+#: attribute holding its size, bytes the entry takes).
+_MODULE_ORDINALS = {
+    _GLOBAL_BYTES4: ("global byte_offset", "rwdata", "rwdata_size", 4),
+    _GLOBAL_BYTES8: ("global byte_offset", "rwdata", "rwdata_size", 8),
+    _GLOBAL_REF: ("global ref ordinal", "table", "global_ref_count", 1),
+    _RODATA: ("rodata ref ordinal", "table", "rodata_count", 1),
+    _TYPE: ("type id ordinal", "table", "type_count", 1),
+}
 
 
 def _operand_check(inst, operand) -> int:
@@ -200,56 +214,44 @@ class _FunctionVerifier:
         blocks[pc] = False
 
     # -- calls -----------------------------------------------------------------
-    def cconv_register(self, ch, registers, index):
-        if index >= len(registers):
-            self.fail(f"register list underflow (have {len(registers)}, trying to access "
-                      f"{index})", StatusCode.OUT_OF_RANGE)
-        ordinal = registers[index]
-        if ch in "if":
-            self.reg_x32(ordinal, "i32/f32")
-        elif ch in "IF":
-            self.reg_x64(ordinal, "i64/f64")
-        elif ch == "r":
-            self.reg_ref(ordinal)
-        else:
-            self.fail(f"unsupported cconv fragment char {ch!r}")
+    def check_values(self, steps, segment_sizes, registers):
+        """`registers` (a call's operands or results, a return's operands) against one
+        side of a Signature, its argument_steps or result_steps: a register per scalar,
+        a span's members segment_sizes[step] times over."""
+        i32_count, ref_count = self.i32_count, self.ref_count
+        count = len(registers)
+        index = 0
+        for step, element in steps:
+            # A scalar is a one-character string: the loop below runs once for it.
+            kinds = element * self.span_count(segment_sizes, step) \
+                if element.__class__ is tuple else element
+            for kind in kinds:
+                if index >= count or kind not in _REGISTER_KINDS:
+                    self.register_failure(kind, registers, index)
+                ordinal = registers[index]
+                if kind == "r":
+                    if not ordinal & REF_TYPE_BIT or (ordinal & REF_MASK) >= ref_count:
+                        self.reg_ref(ordinal)
+                elif kind == "i" or kind == "f":
+                    if ordinal & REF_TYPE_BIT or ordinal >= i32_count:
+                        self.reg_x32(ordinal, "i32/f32")
+                elif ordinal & 0x8001 or ordinal + 1 >= i32_count:
+                    self.reg_x64(ordinal, "i64/f64")
+                index += 1
 
-    def cconv_registers(self, fragment, segment_sizes, registers):
-        reg_i = 0
-        seg_i = 0
-        i = 0
-        n = len(fragment)
-        while i < n:
-            ch = fragment[i]
-            if ch == "v":
-                pass
-            elif ch in "iIfFr":
-                self.cconv_register(ch, registers, reg_i)
-                reg_i += 1
-            elif ch == "C":
-                if segment_sizes is None:
-                    self.fail("function is variadic but no segment size list provided")
-                if seg_i >= len(segment_sizes):
-                    self.fail(f"segment size list underflow (have {len(segment_sizes)}, "
-                              f"trying to access {seg_i})", StatusCode.OUT_OF_RANGE)
-                span_count = segment_sizes[seg_i]
-                end = fragment.find("D", i + 1)
-                if end < 0:
-                    end = n
-                span = fragment[i + 1:end]
-                for _ in range(span_count):
-                    for sch in span:
-                        if sch == "v":
-                            continue
-                        if sch not in "iIfFr":
-                            self.fail(f"unsupported cconv fragment char {sch!r}")
-                        self.cconv_register(sch, registers, reg_i)
-                        reg_i += 1
-                i = end
-            else:
-                self.fail(f"unsupported cconv fragment char {ch!r}")
-            i += 1
-            seg_i += 1
+    def register_failure(self, kind, registers, index):
+        if kind not in _REGISTER_KINDS:
+            self.fail(f"unsupported cconv fragment char {kind!r}")
+        self.fail(f"register list underflow (have {len(registers)}, trying to access "
+                  f"{index})", StatusCode.OUT_OF_RANGE)
+
+    def span_count(self, segment_sizes, step) -> int:
+        if segment_sizes is None:
+            self.fail("function is variadic but no segment size list provided")
+        if step >= len(segment_sizes):
+            self.fail(f"segment size list underflow (have {len(segment_sizes)}, "
+                      f"trying to access {step})", StatusCode.OUT_OF_RANGE)
+        return segment_sizes[step]
 
     def verify_call(self, inst, values, call):
         seg_index, operands_index, results_index = call
@@ -264,7 +266,7 @@ class _FunctionVerifier:
             if inst.may_yield:  # internal callees: judged by their own body
                 self.may_yield = True
             import_ordinal = callee & ~IMPORT_ORDINAL_BIT
-            name, fragments = self.mv.import_signature(self, import_ordinal)
+            name, signature = self.mv.import_signature(self, import_ordinal)
             what = f"call to import '{name}'"
         else:
             if seg_index is not None:
@@ -272,12 +274,12 @@ class _FunctionVerifier:
                           StatusCode.FAILED_PRECONDITION)
             if callee >= self.mv.function_count:
                 self.fail(f"function ordinal {callee} out of range {self.mv.function_count}")
-            fragments = self.mv.function_fragments(self, callee)
+            signature = self.mv.function_signature(self, callee)
             self.callees.add(callee)
             what = f"call to internal function {callee}"
         try:
-            self.cconv_registers(fragments[0], segment_sizes, values[operands_index])
-            self.cconv_registers(fragments[1], None, values[results_index])
+            self.check_values(signature.argument_steps, segment_sizes, values[operands_index])
+            self.check_values(signature.result_steps, None, values[results_index])
         except _Fail as failure:
             failure.message += f"; {what}"
             raise
@@ -285,7 +287,7 @@ class _FunctionVerifier:
     # -- the walk ----------------------------------------------------------------
     def run(self):
         descriptor = self.mv.module.function_descriptors[self.ordinal]
-        arguments, results = self.check_descriptor(descriptor)
+        signature = self.check_descriptor(descriptor)
         start = descriptor.bytecode_offset
         length = descriptor.bytecode_length
         data = self.mv.bytecode[start:start + length]
@@ -295,11 +297,12 @@ class _FunctionVerifier:
         self.walk(data, length)
         self.pc = None
         self.check_blocks(data, length)
-        return VerifiedFunction(self.ordinal, tuple(sorted(self.blocks)), arguments, results,
+        return VerifiedFunction(self.ordinal, tuple(sorted(self.blocks)),
+                                signature.argument_fragment, signature.result_fragment,
                                 self.may_yield, frozenset(self.callees))
 
     def check_descriptor(self, descriptor):
-        """Features, block and register counts; returns the (arguments, results) cconv."""
+        """Features, block and register counts; returns the function's Signature."""
         mv = self.mv
         check_features(descriptor.requirements, AVAILABLE_FEATURES, "function")
         self.requirements = descriptor.requirements
@@ -311,12 +314,11 @@ class _FunctionVerifier:
         self.ref_count = round_up_pow2(max(1, descriptor.ref_register_count))
         if self.i32_count > MAX_I32_REGISTERS or self.ref_count > REF_MASK:
             self.fail("register count overflow", StatusCode.RESOURCE_EXHAUSTED)
-        arguments, results = mv.function_fragments(self, self.ordinal)
-        self.results_fragment = results
-        args_i32, args_ref = mv.count_registers(self, arguments)
+        signature = self.signature = mv.function_signature(self, self.ordinal)
+        args_i32, args_ref = mv.count_registers(self, signature.argument_fragment)
         if self.i32_count < args_i32 or self.ref_count < args_ref:
             self.fail("insufficient register storage for function arguments/results")
-        return arguments, results
+        return signature
 
     def walk(self, data, length):
         """Decodes and checks each instruction (rare checks: check_operand)."""
@@ -393,7 +395,7 @@ class _FunctionVerifier:
         if call is not None:
             self.verify_call(inst, values, call)
         elif inst.handler == "return":
-            self.cconv_registers(self.results_fragment, None, values[0])
+            self.check_values(self.signature.result_steps, None, values[0])
         elif inst.may_yield:
             self.may_yield = True
 
@@ -416,9 +418,11 @@ class _FunctionVerifier:
     def check_operand(self, check, value):
         """The less frequent operand checks: lists, tables and module ordinals."""
         mv = self.mv
-        if check == _VANY:
+        if check == _VANY:  # (a call's operands: many, so the passing case inline)
+            i32_count, ref_count = self.i32_count, self.ref_count
             for r in value:
-                self.reg_any(r)
+                if (r & REF_MASK) >= ref_count if r & REF_TYPE_BIT else r >= i32_count:
+                    self.reg_any(r)
         elif check == _CASES:
             for target, pairs in value:
                 if target not in self.blocks:
@@ -435,23 +439,12 @@ class _FunctionVerifier:
         elif check == _VREF:
             for r in value:
                 self.reg_ref(r)
-        elif check == _GLOBAL_BYTES4 or check == _GLOBAL_BYTES8:
-            width = 4 if check == _GLOBAL_BYTES4 else 8
-            if value + width > mv.rwdata_size:
-                self.fail(f"global byte_offset out of range: {value} "
-                          f"(rwdata={mv.rwdata_size})", StatusCode.OUT_OF_RANGE)
-        elif check == _GLOBAL_REF:
-            if value >= mv.global_ref_count:
-                self.fail(f"global ref ordinal out of range: {value} "
-                          f"(table={mv.global_ref_count})", StatusCode.OUT_OF_RANGE)
-        elif check == _RODATA:
-            if value >= mv.rodata_count:
-                self.fail(f"rodata ref ordinal out of range: {value} "
-                          f"(table={mv.rodata_count})", StatusCode.OUT_OF_RANGE)
-        elif check == _TYPE:
-            if value >= mv.type_count:
-                self.fail(f"type id ordinal out of range: {value} "
-                          f"(table={mv.type_count})", StatusCode.OUT_OF_RANGE)
+        else:
+            what, table, limit, width = _MODULE_ORDINALS[check]
+            limit = getattr(mv, limit)
+            if value + width > limit:
+                self.fail(f"{what} out of range: {value} ({table}={limit})",
+                          StatusCode.OUT_OF_RANGE)
 
     def check_blocks(self, data, length):
         """Every declared block defined, and as many as the descriptor says."""
@@ -481,45 +474,43 @@ class ModuleVerifier:
         state = module.module_state
         self.rwdata_size = state.global_bytes_capacity if state is not None else 0
         self.global_ref_count = state.global_ref_count if state is not None else 0
-        self._function_fragments: dict[int, tuple[str, str]] = {}
-        self._import_fragments: dict[int, tuple[str, tuple[str, str]]] = {}
+        self._function_signatures: dict[int, Signature] = {}
+        self._import_signatures: dict[int, tuple[str, Signature]] = {}
         self._register_counts: dict[str, tuple[int, int]] = {}
         self._names: dict[int, str] | None = None
 
-    def function_fragments(self, fv, ordinal):
-        fragments = self._function_fragments.get(ordinal)
-        if fragments is None:
-            signature = self.module.function_signatures[ordinal]
-            cconv = signature.calling_convention if signature is not None else None
-            try:
-                fragments = cconv_mod.split_fragments(cconv)
-            except VmrtError as error:
-                fv.fail(error.message, error.code)
-            self._function_fragments[ordinal] = fragments
-        return fragments
+    def function_signature(self, fv, ordinal) -> Signature:
+        signature = self._function_signatures.get(ordinal)
+        if signature is None:
+            signature = self._function_signatures[ordinal] = self.signature(
+                fv, self.module.function_signatures[ordinal])
+        return signature
 
-    def import_signature(self, fv, import_ordinal):
-        entry = self._import_fragments.get(import_ordinal)
+    def import_signature(self, fv, import_ordinal) -> tuple[str, Signature]:
+        """(full name, Signature) of an import."""
+        entry = self._import_signatures.get(import_ordinal)
         if entry is None:
             imports = self.module.imported_functions
             if import_ordinal >= len(imports):
                 fv.fail(f"import ordinal {import_ordinal} out of range {len(imports)}")
             import_def = imports[import_ordinal]
-            signature = import_def.signature
-            cconv = signature.calling_convention if signature is not None else None
-            try:
-                fragments = cconv_mod.split_fragments(cconv)
-            except VmrtError as error:
-                fv.fail(error.message, error.code)
-            entry = (import_def.full_name, fragments)
-            self._import_fragments[import_ordinal] = entry
+            entry = self._import_signatures[import_ordinal] = (
+                import_def.full_name, self.signature(fv, import_def.signature))
         return entry
+
+    @staticmethod
+    def signature(fv, signature_def) -> Signature:
+        try:
+            return signature_of(signature_def.calling_convention
+                                if signature_def is not None else None)
+        except VmrtError as error:
+            fv.fail(error.message, error.code)
 
     def count_registers(self, fv, fragment):
         counts = self._register_counts.get(fragment)
         if counts is None:
             try:
-                counts = cconv_mod.count_registers(fragment)
+                counts = count_registers(fragment)
             except VmrtError as error:
                 fv.fail(error.message, error.code)
             self._register_counts[fragment] = counts

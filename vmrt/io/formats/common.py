@@ -73,7 +73,7 @@ class ArchiveWriter:
     def write(self, offset: int, data) -> None:
         view = memoryview(data).cast("B")
         self._check_planned(offset, view.nbytes)
-        spans._pwrite_fully(self._fd, view, offset)
+        spans.pwrite_fully(self._fd, view, offset)
 
     def copy_entry(self, offset: int, entry) -> None:
         """Writes the bytes of `entry` (file span or splat) at `offset`."""
