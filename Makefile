@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: install install-test run test bench corpus example isa clean wheel dist
+.PHONY: install install-test run test bench corpus example isa clean wheel dist pictures
 
 install:
 	$(PIP) install -q -e .
@@ -44,6 +44,18 @@ examples/%_cpu.vmfb: examples/%.mlir
 	  --iree-llvmcpu-target-cpu=generic $< -o $@
 examples/%.vmfb: examples/%.mlir
 	iree-compile $(IREE_LOCAL) --iree-hal-local-target-device-backends=vmvx $< -o $@
+
+# The README's pictures (docs/*.svg), drawn from the bundled training-step example:
+# its partition schedule, its three favors on one scale, and a traced run on local-task
+# (the trace itself goes to build/pictures/; open it in ui.perfetto.dev).
+STEP = examples/mlp_train_step.stream
+pictures:
+	mkdir -p docs build/pictures
+	$(PYTHON) -m vmrt stream schedule $(STEP) --function=train_step --svg=docs/stream_schedule.svg >/dev/null
+	$(PYTHON) -m vmrt stream stats $(STEP) --function=train_step --svg=docs/stream_favors.svg >/dev/null
+	$(PYTHON) examples/run_mlp_train_step.py --steps 1 --favor max-concurrency --device local-task \
+	  --workdir build/pictures --trace_json build/pictures/mlp_train_step.trace.json \
+	  --trace_svg docs/timeline.svg
 
 corpus: install-test
 	$(PYTHON) -m tests.corpus.build build/corpus

@@ -18,13 +18,15 @@ import itertools
 import os
 import threading
 
-from vmrt.errors import HalError, StatusCode, VmrtError, release_frames
+from vmrt import timeline
+from vmrt.errors import HalError, StatusCode, VmrtError, release_frames, run_with
 from vmrt.hal.allocator import HeapAllocator
 from vmrt.hal.buffer import Buffer, check_fill_pattern, fill_view, map_copy
 from vmrt.hal.command_buffer import CommandBuffer, DispatchCommand
 from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader
 from vmrt.hal.file import MemoryFile
 from vmrt.hal.semaphore import Fence, Semaphore
+from vmrt.hal.tracing import TracedExecutable, traced_queue_operation
 from vmrt.hal.types import WHOLE_BUFFER, MemoryAccess
 from vmrt.vm.limits import carry_guard
 from vmrt.vm.ref import RefObject
@@ -190,11 +192,14 @@ class Device(RefObject):
         self._submit(wait, signal, lambda: self._execute(command_buffer, table))
 
     def _execute(self, command_buffer: CommandBuffer, table) -> None:
+        tracer = timeline.active
         for region in command_buffer.regions():
             dispatches = []
             for command in region:
                 if isinstance(command, DispatchCommand):
-                    dispatches.append((command.executable, command.resolve(table)))
+                    executable = command.executable if tracer is None else \
+                        TracedExecutable(tracer, command.executable, command.function)
+                    dispatches.append((executable, command.resolve(table)))
                 else:
                     command.run(table, None)
             if dispatches:
@@ -210,6 +215,8 @@ class SyncDevice(Device):
         super().__init__(identifier, loaders, allocator)
 
     def _submit(self, wait: Fence | None, signal: Fence | None, work) -> None:
+        if timeline.active is not None:
+            work = traced_queue_operation(work)
         if wait is not None and wait.timepoints:
             wait.wait()
         if work is not None:
@@ -269,6 +276,8 @@ class TaskDevice(Device):
         return self.worker_count
 
     def _submit(self, wait: Fence | None, signal: Fence | None, work) -> None:
+        if timeline.active is not None:
+            work = traced_queue_operation(work)
         work = carry_guard(work)  # the submitting call's limits go with its work
         with self._lock:
             self._pending += 1
@@ -331,25 +340,8 @@ class TaskDevice(Device):
             if worker_id is None:  # a thread of the host's running the region
                 worker_id = self._take_id()
             executable.run_range(prepared, state, start, stop, worker_id)
-        futures = [self._workers.submit(run_chunk, *chunk) for chunk in chunks[1:]]
-        first_error = None
-        try:
-            run_chunk(*chunks[0])
-        except BaseException as exc:
-            first_error = exc
-        for future in futures:
-            try:
-                future.result()
-            except BaseException as exc:
-                if first_error is None:
-                    first_error = exc
-                else:
-                    release_frames(exc)  # (only the first error travels on)
-        if first_error is not None:
-            try:
-                raise first_error
-            finally:  # no cycle (error -> traceback -> this frame -> error) keeps the work
-                first_error = futures = None
+        run_with(lambda: run_chunk(*chunks[0]),
+                 [self._workers.submit(run_chunk, *chunk) for chunk in chunks[1:]])
 
     def wait_idle(self, timeout_seconds: float | None = None) -> None:
         with self._idle:

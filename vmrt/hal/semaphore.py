@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
+from vmrt import timeline
 from vmrt.errors import HalError, StatusCode, VmrtError, limit_of
 from vmrt.vm.limits import current_guard
 from vmrt.vm.ref import RefObject
@@ -234,6 +235,14 @@ class Fence(RefObject):
             semaphore.fail(error)
 
     def wait(self, deadline: float | None = None) -> None:
+        tracer = timeline.active
+        if tracer is not None:  # a span on the waiting thread (vmrt.timeline)
+            tracer.call("fence.wait", "fence", self._wait, deadline,
+                        args={"timepoints": len(self.timepoints)})
+            return
+        self._wait(deadline)
+
+    def _wait(self, deadline: float | None) -> None:
         for semaphore, value in self.timepoints.items():
             semaphore.wait(value, deadline)
 

@@ -21,8 +21,8 @@ import threading
 from array import array
 from typing import Callable, NamedTuple, Sequence
 
-from vmrt import memory
-from vmrt.errors import StatusCode, VmrtError
+from vmrt import memory, timeline
+from vmrt.errors import StatusCode, VmrtError, run_with
 from vmrt.io import spans as span_io
 from vmrt.io.file import FileHandle
 
@@ -32,8 +32,6 @@ MAX_CONCURRENCY = 8
 MIN_BATCH_BYTES = 4 << 20
 #: Host buffers at least this large are anonymous mappings on huge pages (see host_memory).
 POPULATED_ALLOCATION_BYTES = 2 << 20
-#: Largest single preadv/pwritev (Linux caps one call near 2 GiB).
-_MAX_IO = 1 << 30
 
 READ = "read"     # storage -> slots (load, gather)
 WRITE = "write"   # slots -> storage (scatter)
@@ -78,6 +76,14 @@ class TransferBatch:
 
     def run(self, views: Sequence) -> None:
         """Moves this batch's bytes between storage and `views` (memoryviews by slot)."""
+        tracer = timeline.active
+        if tracer is not None:  # a span on the thread moving the bytes (vmrt.timeline)
+            tracer.call(f"io.{self.direction}", "io", self._move, views,
+                        args={"bytes": self.nbytes, "moves": len(self.moves)})
+            return
+        self._move(views)
+
+    def _move(self, views: Sequence) -> None:
         for call in self.calls:
             call.run(views)
         if self.direction == READ:
@@ -149,20 +155,9 @@ class TransferPlan:
         """Runs every batch, up to `max_concurrency` at once (this thread runs the
         first, a shared pool the others), then `finish`; raises the first failure."""
         batches = self.batches(max_concurrency)
-        futures = [_batch_pool().submit(batch.run, views) for batch in batches[1:]]
-        failure = None
-        try:
-            if batches:
-                batches[0].run(views)
-        except BaseException as error:
-            failure = error
-        for future in futures:
-            try:
-                future.result()
-            except BaseException as error:
-                failure = failure or error
-        if failure is not None:
-            raise failure
+        if batches:
+            run_with(lambda: batches[0].run(views),
+                     [_batch_pool().submit(batch.run, views) for batch in batches[1:]])
         self.finish()
 
     def finish(self) -> None:
@@ -281,8 +276,9 @@ def _run_reads(moves: list[Move], views: Sequence) -> None:
             memory.copy_spans(target, handle.contents(), spans)
             continue
         for move in group:
-            _pread_fully(handle, target[move.buffer_offset:move.buffer_offset + move.length],
-                         move.file_offset)
+            span_io.pread_fully(handle.fd, target[move.buffer_offset:
+                                                  move.buffer_offset + move.length],
+                                move.file_offset, handle.path)
 
 
 def _run_writes(moves: list[Move], views: Sequence) -> None:
@@ -297,19 +293,9 @@ def _run_writes(moves: list[Move], views: Sequence) -> None:
             continue
         _check_file_still_covers(handle, group)
         for move in group:
-            span_io._pwrite_fully(handle.fd, source[move.buffer_offset:
+            span_io.pwrite_fully(handle.fd, source[move.buffer_offset:
                                                     move.buffer_offset + move.length],
                                   move.file_offset)
-
-
-def _pread_fully(handle: FileHandle, target: memoryview, offset: int) -> None:
-    done, total = 0, target.nbytes
-    while done < total:
-        n = span_io._preadv(handle, target[done:done + _MAX_IO], offset + done)
-        if n <= 0:
-            raise VmrtError(f"unexpected end of file reading '{handle.path}' at offset "
-                            f"{offset + done} (file truncated?)", StatusCode.DATA_LOSS)
-        done += n
 
 
 def host_memory(size: int):

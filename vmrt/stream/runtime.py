@@ -39,10 +39,11 @@ def io_parameters_module(parameters):
 
 
 class StreamRunner:
-    """One VM context running a lowered stream module."""
+    """One VM context running a lowered stream module (`hooks`: vmrt.vm.hooks
+    ExecutionHooks for the context, e.g. TimelineHooks)."""
 
     def __init__(self, module, kernels=None, *, device: str = "local-task",
-                 parameters=None, worker_count: int | None = None):
+                 parameters=None, worker_count: int | None = None, hooks=()):
         from vmrt.modules.hal import HalModule
         from vmrt.vm.context import Context
         from vmrt.vm.module import load_module
@@ -60,7 +61,7 @@ class StreamRunner:
         if "io_parameters" in wanted:
             natives.append(io_parameters_module(parameters if parameters is not None else []))
         try:
-            self.context = Context(modules=natives + [module])
+            self.context = Context(modules=natives + [module], hooks=hooks)
         except BaseException:
             self.device.close()
             raise

@@ -2,7 +2,7 @@
 
     vmrt check MODULE.vmfb [--module=DEP ...] [--device=local-sync|local-task]
                [--parameters=[SCOPE=]FILE ...] [--module_mode=mmap|preload]
-               [--expect_failure] [--no_progress]
+               [--expect_failure] [--no_progress] [--trace_json=FILE]
 
 Each export of MODULE (but `__*` and `$` names) must take and return nothing;
 each runs in a fresh context: the host HAL and other native modules MODULE
@@ -25,6 +25,7 @@ from vmrt.modules.check import CheckModule, failures_of
 from vmrt.tools import progress
 from vmrt.modules.natives import native_modules_for
 from vmrt.tools import run as run_tool
+from vmrt.tools.trace_json import Recording, add_trace_json_flag
 from vmrt.vm.cconv import split_fragments
 from vmrt.vm.context import Context, Instance
 from vmrt.vm.module import load_module
@@ -44,6 +45,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--expect_failure", nargs="?", const="true", default="false",
                         metavar="BOOL", help="succeed only when some test fails")
     progress.add_no_progress_flag(parser)
+    add_trace_json_flag(parser)
 
 
 def _load(path: str, mode: str):
@@ -70,12 +72,13 @@ def tests_of(module) -> list[str]:
     return names
 
 
-def run_test(instance, modules, paths, name: str, device: str, parameters) -> tuple:
+def run_test(instance, modules, paths, name: str, device: str, parameters,
+             hooks=()) -> tuple:
     """('PASSED'|'FAILED'|'ERROR', message) of one export in a fresh context."""
     main = modules[-1]
     try:
         natives = native_modules_for(modules, paths, device, parameters)
-        with Context(instance, natives + [CheckModule()] + modules) as context:
+        with Context(instance, natives + [CheckModule()] + modules, hooks=hooks) as context:
             context.function(main.name, name)()
             failures = failures_of(context)
     except VmrtError as error:
@@ -96,9 +99,11 @@ def run(args) -> int:
     out = sys.stdout
     passed = failed = 0
     names = tests_of(modules[-1])
-    with progress.progress_bar(len(names), modules[-1].name, "test", args) as bar:
+    with Recording(args.trace_json) as recording, \
+            progress.progress_bar(len(names), modules[-1].name, "test", args) as bar:
         for name in names:
-            outcome, message = run_test(instance, modules, paths, name, device, parameters)
+            outcome, message = run_test(instance, modules, paths, name, device, parameters,
+                                        recording.hooks)
             headline, _, details = message.partition("\n")
             line = f"{outcome} {modules[-1].name}.{name}" + (f": {headline}" if headline else "")
             # Through the bar: on a terminal it steps aside for the line.

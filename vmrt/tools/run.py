@@ -21,7 +21,8 @@ preloaded (`preload`). Modules importing `yieldable_test`
 get vmrt's twin of upstream's test module; modules importing `hal` get the host
 HAL (`--device=local-sync|local-task`). `--trace_execution` prints every executed
 op with its operand values to stderr (upstream's tracing format) and `--profile`
-prints instructions and time per function to stderr when the run ends.
+prints instructions and time per function to stderr when the run ends;
+`--trace_json=FILE` writes a Chrome trace of the run (vmrt.tools.trace_json).
 `--fuel`, `--timeout`, `--max_memory` and `--max_depth` run the call under
 vmrt.vm.limits.Limits (a module you do not trust: one error line when one runs out).
 """
@@ -35,6 +36,7 @@ import sys
 
 from vmrt.errors import StatusCode, VMError, VmrtError, file_error
 from vmrt.tools import function_io as fio
+from vmrt.tools.trace_json import Recording, add_trace_json_flag
 from vmrt.vm.context import Context, Function, Instance
 from vmrt.vm.module import load_module
 from vmrt.modules.natives import native_modules_for
@@ -58,6 +60,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--profile", nargs="?", const="true", default="false", metavar="BOOL",
                         help="count executed VM instructions and time per function; the "
                              "table goes to stderr")
+    add_trace_json_flag(parser)
     ignored = parser.add_argument_group("accepted for iree-run-module compatibility (no "
                                         "effect on scalar functions)")
     ignored.add_argument("--device", action="append", default=[], metavar="URI")
@@ -372,7 +375,9 @@ def run(args) -> int:
     hal = next((n for n in natives if n.name == "hal"), None)
     out = sys.stdout
     hooks = execution_hooks(args)
-    with Context(Instance(), natives + modules, hooks=hooks, limits=_limits(args)) as context, \
+    with Recording(args.trace_json) as recording, \
+            Context(Instance(), natives + modules, hooks=hooks + recording.hooks,
+                    limits=_limits(args)) as context, \
             _input_streams(hal) as streams, _profile_report(hooks):
         function = resolve_function(context, modules[-1], args.function)
         kinds = fio.result_kinds(function.results)

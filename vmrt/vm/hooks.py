@@ -306,3 +306,22 @@ class Profiler(ExecutionHooks):
         total = sum(e.instructions for e in rows)
         lines.append(f"{'(all)':<{width}}  {sum(e.calls for e in rows):>8}  {total:>12}")
         return "\n".join(lines) + "\n"
+
+
+class TimelineHooks(ExecutionHooks):
+    """Records every bytecode function call as a span of a vmrt.timeline.Timeline
+    (category `vm`), on the thread that ran it: a complete event made on return, so
+    a frame suspended by a yield still makes one span from entry to exit."""
+
+    def __init__(self, timeline):
+        self.timeline = timeline
+
+    def on_call(self, frame):
+        frame.data["timeline.start"] = self.timeline.now()
+
+    def on_return(self, frame):
+        start = frame.data.get("timeline.start")
+        if start is not None:
+            error = frame.error
+            self.timeline.span(frame.name, "vm", start, args=None if error is None else
+                               {"error": f"{type(error).__name__}: {error}"[:200]})
