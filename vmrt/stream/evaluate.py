@@ -18,6 +18,7 @@ import struct
 import numpy as np
 
 from vmrt.errors import StatusCode
+from vmrt.hal.python_loader import BUILTIN_KERNELS
 from vmrt.stream.analysis import FuncAnalysis
 from vmrt.stream.ir import Pattern, Program, StreamError
 
@@ -112,7 +113,9 @@ def evaluate(program: Program, function: str, inputs, kernels, parameters=None) 
         else:
             name = "::".join(op.callee)
             try:
-                kernel = kernels[name] if isinstance(kernels, dict) else kernels.lookup(name)
+                # A dict falls back on the builtins (vmrt.copy, ...) as a registry does.
+                kernel = ((kernels.get(name) or BUILTIN_KERNELS[name])
+                          if isinstance(kernels, dict) else kernels.lookup(name))
             except KeyError:
                 raise StreamError(f"no kernel '{name}' for {op.describe()}",
                                   code=StatusCode.NOT_FOUND) from None

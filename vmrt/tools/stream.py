@@ -1,22 +1,32 @@
 """Partition stream programs (text form) into waves, report their transient memory,
 lower them to VM modules and run them.
 
-    vmrt stream stats FILE [--json] [--partitioning_favor=F]
-    vmrt stream schedule FILE [--function NAME] [--partitioning_favor=F]
+    vmrt stream stats FILE [--json] [--function NAME] [--partitioning_favor=F] [--svg=OUT.svg]
+    vmrt stream schedule FILE [--function NAME] [--partitioning_favor=F] [--svg=OUT.svg]
     vmrt stream compile FILE -o OUT.vmfb [--partitioning_favor=F] [--force] [--emit=vmasm]
     vmrt stream run FILE|OUT.vmfb --kernels=K [--function=NAME] [--input=@x.npy ...]
         [--parameters=SCOPE=FILE ...] [--device=local-task] [--check] [--output=@r.bin ...]
+        [--trace_json=FILE]
+    vmrt stream import MODEL.mlir [-o OUT.stream] [--constants=OUT.irpa] [--compile_arg=F ...]
+    vmrt stream compare MODEL.mlir [--json] [--compile_arg=F ...]
 
 `stats` prints, per function, the statistics of all three favors side by side;
 the column marked `*` is the favor the function would be compiled with (its
 `partitioning` attribute, else the program's, else --partitioning_favor).
 `schedule` prints the waves and the transient slab of the effective favor.
+With `--svg=OUT.svg` both also draw it (vmrt.stream.picture): waves as columns of
+op boxes over the transient slab's memory map, `stats` all three favors on one scale.
 `compile` lowers every function (vmrt/stream/README.md, "Lowering") and writes the
 module; `--emit=vmasm` writes the vmasm text instead. `run` runs one function of
 a program (compiled on the fly) or of a compiled module on a local device with the
 Python kernels of `--kernels` (a .py file or a module defining KERNELS, a dict of
 kernel name -> callable), io_parameters over `--parameters` archives, and with
 `--check` compares every result byte for byte with a plain numpy evaluation.
+`import` runs iree-compile (iree-base-compiler) on a model up to IREE's own
+partitioning and converts that stream IR into a program, one function per IREE
+function; `compare` prints, per favor, IREE's transient bytes, concurrent
+dispatches and waves beside vmrt's on the imported program (vmrt/stream/README.md,
+"Importing IREE programs").
 """
 
 from __future__ import annotations
@@ -29,11 +39,24 @@ import os
 import sys
 from pathlib import Path
 
-from vmrt.errors import StatusCode, VmrtError
+from vmrt.errors import StatusCode, VmrtError, file_error
 from vmrt.stream import (DEFAULT_FAVOR, FAVORS, FuncAnalysis, load_program, plan,
                          resolve_favor)
 from vmrt.stream.text import format_op
 from vmrt.tools.flags import add_flag
+from vmrt.tools.trace_json import Recording, add_trace_json_flag
+
+
+def _add_svg_flag(parser, what: str) -> None:
+    parser.add_argument("--svg", default="", metavar="OUT.svg",
+                        help=f"also draw {what} as an SVG picture in OUT.svg")
+
+
+def _save_svg(picture, path: str) -> None:
+    try:
+        picture.save(path)
+    except OSError as error:
+        raise file_error(error, f"cannot write the picture '{path}'") from None
 
 
 def _add_favor_flags(parser, force: bool = True) -> None:
@@ -61,13 +84,16 @@ def add_arguments(parser) -> None:
                                       "favors side by side, per function.", run_stats)
     stats.add_argument("file", help="a stream program (text form)")
     stats.add_argument("--json", action="store_true", help="print JSON")
+    stats.add_argument("--function", help="only this function")
     _add_favor_flags(stats, force=False)
+    _add_svg_flag(stats, "the waves and transient slab of all three favors")
 
     schedule = _add_action(sub, "schedule", "Print the waves and the transient slab of one "
                                             "favor, per function.", run_schedule)
     schedule.add_argument("file", help="a stream program (text form)")
     schedule.add_argument("--function", help="only this function")
     _add_favor_flags(schedule)
+    _add_svg_flag(schedule, "the waves and the transient slab")
 
     compile_ = _add_action(sub, "compile", "Lower a stream program to a VM module (or its "
                                            "vmasm text).", run_compile)
@@ -97,6 +123,31 @@ def add_arguments(parser) -> None:
     run_.add_argument("--output", action="append", default=[], metavar="SPEC",
                       help="per result: @FILE.bin (raw bytes), @FILE.npy (uint8 array) or "
                            "`` to skip")
+    add_trace_json_flag(run_)
+    _add_import_actions(sub)
+
+
+def _add_import_actions(sub) -> None:
+    """`import` and `compare`: IREE's own programs (vmrt/stream/importer.py)."""
+    import_ = _add_action(sub, "import", "Import a model's stream IR from iree-compile (just "
+                                         "before IREE partitions it) as a stream program.",
+                          run_import)
+    compare = _add_action(sub, "compare", "Compare IREE's partitioning of a model with "
+                                          "vmrt's, per favor.", run_compare)
+    for action in (import_, compare):
+        action.add_argument("file", help="a model iree-compile takes (StableHLO, linalg, "
+                                         "...)")
+        add_flag(action, "--compile_arg", hidden=("--compile-arg",), action="append",
+                 default=[], metavar="FLAG", dest="compile_args",
+                            help="an extra iree-compile flag, e.g. a target (repeatable; "
+                                 "the default target is local vmvx)")
+    import_.add_argument("-o", "--output", help="the .stream file to write (default stdout)")
+    add_flag(import_, "--stream_ir", hidden=("--stream-ir",), action="store_true",
+                         help="FILE is stream IR as printed before "
+                              "iree-stream-schedule-execution (no compile)")
+    import_.add_argument("--constants", metavar="OUT.irpa",
+                         help="write the non-splat constants (scope \"constants\") here")
+    compare.add_argument("--json", action="store_true", help="print JSON")
 
 
 def run(args) -> int:
@@ -111,10 +162,10 @@ def _bytes(count: int) -> str:
     return str(count)
 
 
-def format_stats_table(program, default_favor=DEFAULT_FAVOR) -> str:
-    """The side-by-side table `vmrt stream stats` prints."""
+def format_stats_table(program, default_favor=DEFAULT_FAVOR, funcs=None) -> str:
+    """The side-by-side table `vmrt stream stats` prints (of `funcs`, default all)."""
     blocks = []
-    for func in program.funcs:
+    for func in funcs or program.funcs:
         analysis = FuncAnalysis(func)
         effective = resolve_favor(program, func, default_favor)
         stats = {f: plan(func, f, analysis).stats for f in FAVORS}
@@ -145,9 +196,13 @@ def format_stats_table(program, default_favor=DEFAULT_FAVOR) -> str:
 
 def run_stats(args) -> int:
     program = load_program(args.file)
+    funcs = [program.func(args.function)] if args.function else program.funcs
+    if args.svg:
+        from vmrt.stream.picture import favors_picture
+        _save_svg(favors_picture(program, args.function), args.svg)
     if args.json:
         out = []
-        for func in program.funcs:
+        for func in funcs:
             analysis = FuncAnalysis(func)
             entry = {"function": func.name,
                      "favor": resolve_favor(program, func, args.partitioning_favor).value,
@@ -157,13 +212,17 @@ def run_stats(args) -> int:
         json.dump({"program": program.name, "functions": out}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    sys.stdout.write(format_stats_table(program, args.partitioning_favor))
+    sys.stdout.write(format_stats_table(program, args.partitioning_favor, funcs))
     return 0
 
 
 def run_schedule(args) -> int:
     program = load_program(args.file)
     funcs = [program.func(args.function)] if args.function else program.funcs
+    if args.svg:
+        from vmrt.stream.picture import schedule_picture
+        _save_svg(schedule_picture(program, args.partitioning_favor, force=args.force,
+                                   function=args.function), args.svg)
     out = []
     for func in funcs:
         favor = (args.partitioning_favor if args.force
@@ -267,13 +326,15 @@ def run_run(args) -> int:
     inputs = [_read_input(spec, size) for spec, size in zip(args.input, sizes)]
     kernels = load_kernels(args.kernels)
     providers = _parameter_providers(args.parameters)
-    try:
-        runner = StreamRunner(module, kernels, device=args.device, parameters=providers)
-    except VmrtError as error:
-        raise error.annotate(f"initializing the module ({len(kernels)} kernels from "
-                             "--kernels, parameters from --parameters)")
-    with runner:
-        results = runner.call(function, inputs)
+    with Recording(args.trace_json) as recording:
+        try:
+            runner = StreamRunner(module, kernels, device=args.device, parameters=providers,
+                                  hooks=recording.hooks)
+        except VmrtError as error:
+            raise error.annotate(f"initializing the module ({len(kernels)} kernels from "
+                                 "--kernels, parameters from --parameters)")
+        with runner:
+            results = runner.call(function, inputs)
     out = sys.stdout
     out.write(f"EXEC @{function}\n")
     for index, result in enumerate(results):
@@ -349,4 +410,39 @@ def _check_results(program, function, inputs, kernels, providers, results, out) 
         out.write(f"[FAILED] results {mismatched} differ from the numpy evaluation\n")
         return 1
     out.write("[SUCCESS] every result is bit-identical to the numpy evaluation\n")
+    return 0
+
+
+def run_import(args) -> int:
+    from vmrt.stream.importer import import_model, import_stream_ir, write_constants
+    if args.stream_ir:
+        try:
+            text = Path(args.file).read_text()
+        except OSError as error:
+            raise VmrtError(f"cannot read '{args.file}': {error.strerror}",
+                            StatusCode.NOT_FOUND) from None
+        imported = import_stream_ir(text, Path(args.file).stem)
+    else:
+        imported = import_model(args.file, args.compile_args)
+    text = imported.text(source=args.file)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    if args.constants:
+        write_constants(imported, args.constants)
+    elif imported.constants:
+        sys.stderr.write(f"note: {len(imported.constants)} constants are loaded from "
+                         "scope \"constants\"; write them with --constants=OUT.irpa\n")
+    return 0
+
+
+def run_compare(args) -> int:
+    from vmrt.stream.compare import comparison_json, compare_model, format_comparison
+    comparison = compare_model(args.file, args.compile_args)
+    if args.json:
+        json.dump(comparison_json(comparison), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_comparison(comparison))
     return 0
