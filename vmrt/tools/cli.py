@@ -32,6 +32,8 @@ SUBCOMMANDS = {
                                 "iree-dump-module does)."),
     "params": ("vmrt.tools.params", "Create, inspect and convert parameter files (.irpa, "
                                     ".safetensors, .gguf)."),
+    "ray": ("vmrt.tools.ray", "Run a module's function over a folder of inputs on a Ray "
+                              "cluster (vmrt.ray)."),
     "run": ("vmrt.tools.run", "Run one exported function, with iree-run-module's flags and "
                               "output."),
     "test": ("vmrt.tools.test", "Run a module's test exports: `test_*` must succeed and "
