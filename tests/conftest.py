@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -11,6 +12,12 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+
+
+# The suite runs VM code in the Python tier unless VMRT_TIER says otherwise
+# (`VMRT_TIER=c pytest tests/vm` runs it in the C tier): building a C extension per
+# test module would cost more than the suite. tests/vm/test_ctier.py asks for C.
+os.environ.setdefault("VMRT_TIER", "python")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -65,6 +65,7 @@ def cache_dir(tmp_path, monkeypatch):
 def run_process(variant: str = "plain", env: dict | None = None) -> dict:
     full_env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
     full_env.update(env or {})
+    full_env["VMRT_TIER"] = "python"  # (this file tests the Python tier's cache)
     proc = subprocess.run(
         [sys.executable, "-c", RUN_SCRIPT, variant, str(SCALAR), json.dumps(EXPORT_ARGS)],
         capture_output=True, text=True, env=full_env, cwd=REPO_ROOT, timeout=300)

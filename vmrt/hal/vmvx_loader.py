@@ -187,9 +187,16 @@ class VmvxExecutable(Executable):
         try:
             local = VMBuffer(bytearray(prepared.local_size), mutable=True,
                              origin=ACCESS_ORIGIN_HOST)
+            # A function the C tier compiled runs all its workgroups in one C call,
+            # without the GIL (vmrt.vm.ctier); False: values it does not model.
+            in_c = getattr(fn.entry, "run_workgroups", None)
+            if in_c is not None and in_c(local, constants, bindings, list(workgroups),
+                                         (sx, sy, sz), (cx, cy, cz)):
+                return
             for x, y, z in workgroups:
                 fn(local, constants, bindings, x, y, z, sx, sy, sz, cx, cy, cz)
         except VmrtError as error:
+            x, y, z = getattr(error, "workgroup", (x, y, z))  # (named by the C tier)
             stack = f" [{' <- '.join(error.stack)}]" if getattr(error, "stack", None) else ""
             raise HalError(f"dispatch {prepared.name} workgroup ({x}, {y}, {z}) failed: "
                            f"{error.message}{stack}", error.code) from error

@@ -33,6 +33,9 @@ class VMErrorScope:
         if isinstance(exc, VMError):
             if not exc.stack:
                 exc.stack = stack
+            elif getattr(exc, "c_frames", False):  # the C tier's frames, then ours
+                exc.stack = exc.stack + stack
+                exc.c_frames = False
             _release_failed_frames(self.context, exc)
             return False
         error = translate_exception(exc, self.context, tb)
@@ -73,13 +76,13 @@ def _generated_frames(instances, tb):
 
 def vm_stack(instances, tb: types.TracebackType | None) -> list[str]:
     """VM frames (innermost first) of a traceback through generated code."""
-    frames = [_frame_label(instance, name, ordinal, pc)
+    frames = [frame_label(instance, name, ordinal, pc)
               for instance, name, ordinal, pc in _generated_frames(instances, tb)]
     frames.reverse()
     return frames
 
 
-def _frame_label(instance, name: str, ordinal: int, pc) -> str:
+def frame_label(instance, name: str, ordinal: int, pc) -> str:
     if pc is None:
         return name
     label = f"{name}+{pc:08X}"

@@ -18,6 +18,7 @@ from vmrt.vm.cconv import signature_of
 from vmrt.vm.codegen import CodegenOptions
 from vmrt.vm.hooks import ExecutionHooks, HookDispatcher
 from vmrt.vm.invocation import AsyncFunction, Function, HostAdapter, Invocation
+from vmrt.vm.ctier import check_tier, selected_tier
 from vmrt.vm.limits import Limits, Meter
 from vmrt.vm.module import Module, ModuleInstance, run_to_completion
 
@@ -83,6 +84,8 @@ class Context:
     import runs to completion (its Python code is the host's, trusted).
     `checkpoints=True` without limits compiles them in with none set (so that
     the context can be cancelled). A context without limits pays nothing.
+
+    `tier`: 'auto', 'c' or 'python' (default: VMRT_TIER, else 'auto'); see vmrt.vm.ctier.
     """
 
     def __init__(self, instance: Instance | None = None, modules: Iterable[Module] = (), *,
@@ -91,8 +94,11 @@ class Context:
                  checkpoints: bool = False,
                  hooks: ExecutionHooks | Iterable[ExecutionHooks] | None = (),
                  instrumented: bool = False, limits: Limits | None = None,
-                 meter: Meter | None = None) -> None:
+                 meter: Meter | None = None, tier: str | None = None) -> None:
         self.instance = instance or Instance()
+        #: Which tier runs its bytecode: 'auto', 'c' or 'python' (vmrt.vm.ctier;
+        #: default VMRT_TIER), chosen once.
+        self.tier = check_tier(tier) if tier is not None else selected_tier()
         limits = limits or self.instance.limits or (Limits() if checkpoints else None)
         if meter is None and limits is not None:  # (a given meter: see DispatchMeter)
             meter = Meter(limits, self.instance.max_depth)

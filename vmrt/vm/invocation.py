@@ -164,6 +164,12 @@ class Function:
         self._host = host if host is not None and signature.has_refs else None
 
     @property
+    def entry(self) -> Callable[..., Any]:
+        """What runs the function in its context: generated Python, or a C tier entry
+        (vmrt.vm.ctier), which VMVX dispatches ask for `run_workgroups`."""
+        return self._fn
+
+    @property
     def full_name(self) -> str:
         return f"{self.instance.module.name}.{self.name}"
 

@@ -346,9 +346,13 @@ class Meter:
 
     def refill(self, cost: int) -> None:
         """Generated code's slow path: FUEL went negative after charging `cost`."""
+        self.refill_with(cost, self._interruption(sys._getframe(1)))
+
+    def refill_with(self, cost: int, error: VMError | None) -> None:
+        """refill, the interruption (if any) looked up by the caller: the C tier's
+        code has no Python frames to find its call's deadline in (vmrt.vm.ctier)."""
         cell = self.fuel_cell
         fuel = cell.cell_contents
-        error = self._interruption(sys._getframe(1))
         if error is None:
             grant = self._take_fuel(self._next_slice() - fuel)
             if fuel + grant >= 0:
@@ -560,7 +564,8 @@ class DispatchMeter(Meter):
         return self.parent.interruption_at(self.call_limit)
 
     def interruption_at(self, call_deadline: float | None) -> VMError | None:
-        return self.parent.interruption_at(call_deadline)
+        return self.parent.interruption_at(
+            self.call_limit if call_deadline is None else call_deadline)
 
     def begin_call(self) -> None:
         _raise(self.parent.interruption_at(self.call_limit))

@@ -27,6 +27,7 @@ from vmrt.format import read_module
 from vmrt.format.function_body import decode_function_body
 from vmrt.vm.cconv import signature_of
 from vmrt.vm import code_cache, codegen, numerics
+from vmrt.vm.ctier import selected_tier
 from vmrt.vm.buffer import (
     VMBuffer, buffer_alloc, buffer_clone, buffer_compare, buffer_copy, metered_buffer_alloc,
     metered_buffer_clone,
@@ -402,6 +403,7 @@ class BytecodeModuleInstance(ModuleInstance):
         self._code_ids: dict[int, int] = {}  # id(code object) -> ordinal
         self._host_code_ids: set[int] = set()  # ids of host entry variants (limits)
         self._host_entries: dict[int, object] = {}
+        self.tier = getattr(context, "tier", None) or selected_tier()  # (vmrt.vm.ctier)
 
     def _namespace(self) -> dict:
         module = self.module
@@ -487,16 +489,59 @@ class BytecodeModuleInstance(ModuleInstance):
         fn = self.namespace.get(f"F{ordinal}")
         if fn is not None and not getattr(fn, "vmrt_stub", False):
             return fn
-        fn = self._bind(ordinal, host_entry=False)
+        fn = self._c_function(ordinal) or self._bind(ordinal, host_entry=False)
         self.namespace[f"F{ordinal}"] = fn
         return fn
+
+    def _c_function(self, ordinal: int, host_entry: bool = False):
+        """Function `ordinal` in the C tier (vmrt.vm.ctier) when it runs there (not
+        with hooks, which only the Python tier's code calls); with limits, the variant
+        generated code calls (depth last) or, as `host_entry`, the one the host calls."""
+        if self.context.codegen_options.instrumented or self.tier == "python":
+            return None
+        from vmrt.vm.ctier.runtime import CModule
+
+        cmodule = CModule.of(self.module, self.tier)
+        if cmodule is None or ordinal not in cmodule.shapes:
+            return None
+        python_tier = []
+
+        def python_function():  # for calls with values the C tier does not model
+            if not python_tier:
+                python_tier.append(self._bind(ordinal, host_entry=False))
+            return python_tier[0]
+        meter = self._meter()
+        entry = cmodule.instance(self).entry(ordinal, python_function, meter)
+        if host_entry:
+            static_cost = self.module.static_cost(ordinal)
+            inner, entry = entry, meter.entry(entry, static_cost)
+            entry.__dict__.update(inner.__dict__)  # (vmrt_c_ordinal, run_workgroups)
+            if static_cost:
+                entry = self._charged_here(entry, ordinal)
+        return entry
+
+    def _charged_here(self, entry, ordinal: int):
+        """A straight-line function's host entry charges its cost up front: a limit
+        stopping it there names the function, as its Python tier code does."""
+        label = f"{self.module.name}.{self.module.function_name(ordinal)}"
+
+        def host_entry(*args):
+            try:
+                return entry(*args)
+            except VMError as error:
+                if not error.stack:
+                    error.stack, error.c_frames = [label], True
+                raise
+        host_entry.__dict__.update(entry.__dict__)
+        return host_entry
 
     def host_function(self, ordinal: int):
         """With limits: the entry of internal function `ordinal` for callers outside
         generated code (no depth argument; see vmrt.vm.codegen, host_entry)."""
         fn = self._host_entries.get(ordinal)
         if fn is None:
-            fn = self._host_entries[ordinal] = self._bind(ordinal, host_entry=True)
+            fn = self._host_entries[ordinal] = self._c_function(ordinal, host_entry=True) \
+                or self._bind(ordinal, host_entry=True)
         return fn
 
     def _bind(self, ordinal: int, host_entry: bool):
