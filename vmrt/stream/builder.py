@@ -19,6 +19,7 @@ import re
 from typing import Iterable, Sequence
 
 from vmrt.stream.ir import (Func, Lifetime, Loc, Op, Pattern, Program, ResourceType,
+                            enum_member,
                             StreamError, Use, Value, check_pattern)
 from vmrt.stream.partition import parse_favor
 
@@ -26,13 +27,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.$]+$")
 
 
 def as_lifetime(lifetime: Lifetime | str, loc: Loc | None = None) -> Lifetime:
-    if isinstance(lifetime, Lifetime):
-        return lifetime
-    try:
-        return Lifetime(lifetime)
-    except ValueError:
-        raise StreamError(f"unknown lifetime '{lifetime}' (expected one of "
-                          f"{', '.join(l.value for l in Lifetime)})", loc) from None
+    return enum_member(Lifetime, lifetime, "lifetime", loc)
 
 
 def as_type(spec, loc: Loc | None = None) -> ResourceType:

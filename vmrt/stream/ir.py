@@ -197,6 +197,18 @@ class Program:
                           code=StatusCode.NOT_FOUND)
 
 
+def enum_member(kind, value, what: str, loc: Loc | None = None):
+    """`value` as a member of the enum `kind` (given a member or its text), else a
+    StreamError naming `what` and the choices."""
+    if isinstance(value, kind):
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        raise StreamError(f"unknown {what} {value!r} (expected one of "
+                          f"{', '.join(m.value for m in kind)})", loc) from None
+
+
 def check_pattern(pattern: Pattern, loc: Loc | None = None) -> None:
     """Element type known, value representable in it."""
     if pattern.element_type not in ELEMENT_TYPES:

@@ -35,7 +35,7 @@ import enum
 from dataclasses import dataclass, field
 
 from vmrt.stream.analysis import FuncAnalysis
-from vmrt.stream.ir import Func, Loc, Program, StreamError
+from vmrt.stream.ir import Func, Loc, Program, enum_member
 
 
 class Favor(str, enum.Enum):
@@ -50,13 +50,7 @@ FAVORS = (Favor.DEBUG, Favor.MIN_PEAK_MEMORY, Favor.MAX_CONCURRENCY)
 
 
 def parse_favor(value, loc: Loc | None = None) -> Favor:
-    if isinstance(value, Favor):
-        return value
-    try:
-        return Favor(value)
-    except ValueError:
-        raise StreamError(f"unknown partitioning favor {value!r} (expected one of "
-                          f"{', '.join(f.value for f in Favor)})", loc) from None
+    return enum_member(Favor, value, "partitioning favor", loc)
 
 
 def resolve_favor(program: Program | None, func: Func,

@@ -186,6 +186,12 @@ static vmrt_ref *vmrt_buffer_new(uint64_t length) {
        r_->charged = c->host; \
        VMRT_SET_REF(dst, r_); } while (0)
 
+/* Bytes [off, off + n) inside buffer b (n < 0 or off < 0 are out of range). */
+#define VMRT_BYTE_RANGE(pc, b, off, n) \
+  do { if (VMRT_UNLIKELY((off) < 0 || (n) < 0 || (uint64_t)(off) > (b)->length \
+                         || (uint64_t)(n) > (b)->length - (uint64_t)(off))) \
+         VMRT_RAISE(pc, VMRT_E_RANGE_BYTES, (off), (n), (b)); } while (0)
+
 /* `name`: the operand's number in runtime.py's OPERAND_NAMES. */
 #define VMRT_NAMED_BUFFER(pc, ref, name) \
   do { if (VMRT_UNLIKELY((ref) == NULL || (ref)->kind != VMRT_KIND_BUFFER)) \
@@ -196,25 +202,16 @@ static vmrt_ref *vmrt_buffer_new(uint64_t length) {
   do { vmrt_ref *s_ = (src), *d_ = (dst); int64_t so_ = (int64_t)(soff), \
        do_ = (int64_t)(doff), n_ = (int64_t)(len); \
        VMRT_NAMED_BUFFER(pc, s_, 0); VMRT_NAMED_BUFFER(pc, d_, 1); \
-       if (VMRT_UNLIKELY(so_ < 0 || n_ < 0 || (uint64_t)so_ > s_->length \
-                         || (uint64_t)n_ > s_->length - (uint64_t)so_)) \
-         VMRT_RAISE(pc, VMRT_E_RANGE_BYTES, so_, n_, s_); \
+       VMRT_BYTE_RANGE(pc, s_, so_, n_); \
        if (VMRT_UNLIKELY(!d_->is_mutable)) VMRT_RAISE(pc, VMRT_E_READ_ONLY, 0, 0, d_); \
-       if (VMRT_UNLIKELY(do_ < 0 || (uint64_t)do_ > d_->length \
-                         || (uint64_t)n_ > d_->length - (uint64_t)do_)) \
-         VMRT_RAISE(pc, VMRT_E_RANGE_BYTES, do_, n_, d_); \
+       VMRT_BYTE_RANGE(pc, d_, do_, n_); \
        if (n_) memmove(d_->data + do_, s_->data + so_, (size_t)n_); } while (0)
 
 #define VMRT_COMPARE(pc, dst, lhs, loff, rhs, roff, len) \
   do { vmrt_ref *l_ = (lhs), *r_ = (rhs); int64_t lo_ = (int64_t)(loff), \
        ro_ = (int64_t)(roff), n_ = (int64_t)(len); \
        VMRT_NAMED_BUFFER(pc, l_, 2); VMRT_NAMED_BUFFER(pc, r_, 3); \
-       if (VMRT_UNLIKELY(lo_ < 0 || n_ < 0 || (uint64_t)lo_ > l_->length \
-                         || (uint64_t)n_ > l_->length - (uint64_t)lo_)) \
-         VMRT_RAISE(pc, VMRT_E_RANGE_BYTES, lo_, n_, l_); \
-       if (VMRT_UNLIKELY(ro_ < 0 || (uint64_t)ro_ > r_->length \
-                         || (uint64_t)n_ > r_->length - (uint64_t)ro_)) \
-         VMRT_RAISE(pc, VMRT_E_RANGE_BYTES, ro_, n_, r_); \
+       VMRT_BYTE_RANGE(pc, l_, lo_, n_); VMRT_BYTE_RANGE(pc, r_, ro_, n_); \
        (dst) = n_ == 0 || memcmp(l_->data + lo_, r_->data + ro_, (size_t)n_) == 0; \
      } while (0)
 

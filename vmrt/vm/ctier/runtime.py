@@ -177,15 +177,20 @@ class CInstance:
         for i, buffer in enumerate(rodata):
             self.rodata[i] = self.refs.ref(buffer)
         self.state.rodata, self.state.rodata_count = self.rodata, len(rodata)
+        self._local = threading.local()
 
     def new_context(self, meter=None):
         """A vmrt_ctx for one call, and the host state of limits (None without)."""
+        if meter is None:  # one per thread: a C call never starts another on its thread
+            c = getattr(self._local, "c", None)
+            if c is None:
+                c = self._local.c = self.cmodule.ffi.new("vmrt_ctx *")
+                c.inst = self.state
+                c.max_depth = sys.getrecursionlimit()
+                c.fuel = UNLIMITED_FUEL
+            return c, None
         c = self.cmodule.ffi.new("vmrt_ctx *")
         c.inst = self.state
-        if meter is None:
-            c.max_depth = sys.getrecursionlimit()
-            c.fuel = UNLIMITED_FUEL
-            return c, None
         c.max_depth = meter.max_depth
         call = CCall(meter, sys._getframe(1))
         c.host = call.handle = self.cmodule.ffi.new_handle(call)
@@ -206,7 +211,9 @@ class CInstance:
             meter.fuel_cell.cell_contents += c.fuel
             call.frame = None
         if failed:
-            raise c_error(self.instance, c, refs, call) from None
+            error = c_error(self.instance, c, refs, call)
+            c.err_kind = c.frame_count = 0  # (the thread's context serves its next call)
+            raise error from None
 
 
 #: Fuel of a context without limits: never runs out (VMRT_CHARGE still counts).
