@@ -85,6 +85,13 @@ def cache_files(path: Path) -> list[Path]:
     return sorted(path.glob("*" + code_cache.SUFFIX)) if path.is_dir() else []
 
 
+
+@pytest.fixture(autouse=True)
+def _python_tier(monkeypatch):
+    """This file tests the Python tier's code cache (the C tier keeps builds: test_ctier)."""
+    monkeypatch.setenv("VMRT_TIER", "python")
+
+
 # -- hits ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", ["plain", "limits", "hooks"])
 def test_second_process_hits_without_generating_code(cache_dir, variant):

@@ -371,3 +371,20 @@ def test_depth_limit_same_in_both_tiers(program, monkeypatch):
     outcomes = [outcome(limited(program, tier, monkeypatch, max_depth=50).function("recurse"), 1)
                 for tier in ("c", "python")]
     assert outcomes[0][:4] == outcomes[1][:4]
+
+
+def test_limited_contexts_never_wait_for_a_build_in_auto(tmp_path, monkeypatch):
+    """A build takes seconds no deadline allows for: under limits, `auto` runs the
+    Python tier until the build exists (made by a context without limits)."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    monkeypatch.setenv("VMRT_CACHE_DIR", str(cache))
+    fresh = assemble(PROGRAM.replace("@ctier", "@ctier_fresh"))
+    monkeypatch.setenv("VMRT_TIER", "auto")
+    limited_fn = vmrt.load(fresh, limits=vmrt.Limits(timeout=5)).function("loop_sum")
+    assert limited_fn(10) == 45
+    assert "vmrt_c_ordinal" not in limited_fn.entry.__dict__
+    assert vmrt.load(fresh).function("loop_sum")(10) == 45  # builds
+    limited_fn = vmrt.load(fresh, limits=vmrt.Limits(timeout=5)).function("loop_sum")
+    assert limited_fn(10) == 45
+    assert "vmrt_c_ordinal" in limited_fn.entry.__dict__

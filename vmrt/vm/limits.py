@@ -273,6 +273,7 @@ class Meter:
 
     MIN_SLICE = 64
     MAX_SLICE = 1 << 16
+    MAX_NATIVE_SLICE = 1 << 26  # (the C tier's code: a slice is still ~SLICE_SECONDS)
     SLICE_SECONDS = 0.002
     #: Fuel an outermost call starts with at most, with a timeout: its first check
     #: point (where its timeout starts) comes soon even if its imports are slow.
@@ -348,13 +349,14 @@ class Meter:
         """Generated code's slow path: FUEL went negative after charging `cost`."""
         self.refill_with(cost, self._interruption(sys._getframe(1)))
 
-    def refill_with(self, cost: int, error: VMError | None) -> None:
+    def refill_with(self, cost: int, error: VMError | None, max_slice: int = 0) -> None:
         """refill, the interruption (if any) looked up by the caller: the C tier's
-        code has no Python frames to find its call's deadline in (vmrt.vm.ctier)."""
+        code has no Python frames to find its call's deadline in (vmrt.vm.ctier), and
+        runs a slice ~100 times faster, so it may ask for larger ones (`max_slice`)."""
         cell = self.fuel_cell
         fuel = cell.cell_contents
         if error is None:
-            grant = self._take_fuel(self._next_slice() - fuel)
+            grant = self._take_fuel(self._next_slice(max_slice or self.MAX_SLICE) - fuel)
             if fuel + grant >= 0:
                 cell.cell_contents = fuel + grant
                 if fuel + grant > self.FIRST_SLICE and self.timeout is not None:
@@ -372,13 +374,13 @@ class Meter:
         if self.fuel_cell.cell_contents < 0:
             self.refill(cost)
 
-    def _next_slice(self) -> int:
+    def _next_slice(self, max_slice: int) -> int:
         """About SLICE_SECONDS of work at the pace of the last slice (at most twice it)."""
         now = time.monotonic()
         elapsed, self._last_refill = now - self._last_refill, now
         last = self._slice
         wanted = last * 2 if elapsed <= 0 else int(last * self.SLICE_SECONDS / elapsed)
-        self._slice = max(self.MIN_SLICE, min(self.MAX_SLICE, wanted, last * 2))
+        self._slice = max(self.MIN_SLICE, min(max_slice, wanted, last * 2))
         return self._slice
 
     def _take_fuel(self, wanted: int) -> int:

@@ -501,7 +501,8 @@ class BytecodeModuleInstance(ModuleInstance):
             return None
         from vmrt.vm.ctier.runtime import CModule
 
-        cmodule = CModule.of(self.module, self.tier)
+        meter = self._meter()
+        cmodule = CModule.of(self.module, self.tier, may_build=meter is None)
         if cmodule is None or ordinal not in cmodule.shapes:
             return None
         python_tier = []
@@ -510,7 +511,6 @@ class BytecodeModuleInstance(ModuleInstance):
             if not python_tier:
                 python_tier.append(self._bind(ordinal, host_entry=False))
             return python_tier[0]
-        meter = self._meter()
         entry = cmodule.instance(self).entry(ordinal, python_function, meter)
         if host_entry:
             static_cost = self.module.static_cost(ordinal)

@@ -123,10 +123,11 @@ def _private_temp() -> Path:
     return path
 
 
-def load_or_build(module_digest: bytes, generate):
+def load_or_build(module_digest: bytes, generate, may_build: bool = True):
     """The compiled module (`ffi`, `lib`) of a bytecode module's C: loaded when this
     process has it, else from the cache (built by this compiler, or by any when there
-    is none), else built now from `generate()` -> (source, declarations)."""
+    is none), else built now from `generate()` -> (source, declarations); None when
+    it is not built yet and `may_build` is false."""
     key = build_key(module_digest)
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     with _lock:
@@ -139,6 +140,8 @@ def load_or_build(module_digest: bytes, generate):
                 found = sorted(directory.glob(f"_vmrt_c_{key}_*{suffix}"))
                 path, name = (found[-1], found[-1].name[:-len(suffix)]) if found else (path, name)
             if not path.exists():
+                if not may_build:
+                    return None
                 _compile(name, *generate(), path)
             module = _loaded[key] = _import(name, path)
     return module

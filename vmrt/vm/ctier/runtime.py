@@ -39,6 +39,10 @@ def notice(text: str) -> None:
     print(f"vmrt: {text}", file=sys.stderr)
 
 
+class NotBuilt(Exception):
+    """The module's C is not built, and this context may not build it."""
+
+
 class Unsupported(Exception):
     """A value the C tier does not model: this call runs in the Python tier."""
 
@@ -46,13 +50,15 @@ class Unsupported(Exception):
 class CModule:
     """The C build of one bytecode module: its compilable functions, compiled."""
 
-    def __init__(self, module):
+    def __init__(self, module, may_build: bool = True):
         self.module = module
         self.shapes, self.reasons = compilable_functions(module)
         self.lib = self.ffi = None
         if self.shapes:
-            built = load_or_build(self.digest(),
-                                  lambda: generate_module(module, self.shapes))
+            built = load_or_build(self.digest(), lambda: generate_module(module, self.shapes),
+                                  may_build)
+            if built is None:
+                raise NotBuilt()
             self.lib, self.ffi = built.lib, built.ffi
             if not getattr(built, "vmrt_callbacks", False):
                 _bind_callbacks(self.ffi)
@@ -70,10 +76,19 @@ class CModule:
         return module.content_digest + described.encode()
 
     @classmethod
-    def of(cls, module, tier: str) -> "CModule | None":
-        """The module's C build for a tier (None: the Python tier runs it all)."""
+    def of(cls, module, tier: str, may_build: bool = True) -> "CModule | None":
+        """The module's C build for a tier (None: the Python tier runs it all).
+        `may_build` false (a context with limits, tier auto: a build takes seconds no
+        deadline allows for): only a build this process or the cache already has."""
         if tier == "python":
             return None
+        if not may_build and tier == "auto" and "_c_module" not in module.__dict__:
+            try:
+                built = cls(module, may_build=False)
+            except (NotBuilt, BuildError):
+                return None
+            module.__dict__["_c_module"] = built
+            return built
         built = module.__dict__.get("_c_module")
         if built is None:
             with _notice_lock:
@@ -189,11 +204,16 @@ class CInstance:
                 c.max_depth = sys.getrecursionlimit()
                 c.fuel = UNLIMITED_FUEL
             return c, None
-        c = self.cmodule.ffi.new("vmrt_ctx *")
-        c.inst = self.state
-        c.max_depth = meter.max_depth
-        call = CCall(meter, sys._getframe(1))
-        c.host = call.handle = self.cmodule.ffi.new_handle(call)
+        limited = getattr(self._local, "limited", None)
+        if limited is None or limited[1].meter is not meter:
+            c = self.cmodule.ffi.new("vmrt_ctx *")
+            c.inst = self.state
+            c.max_depth = meter.max_depth
+            call = CCall(meter)
+            c.host = call.handle = self.cmodule.ffi.new_handle(call)
+            self._local.limited = limited = (c, call)
+        c, call = limited
+        call.start(sys._getframe(1))
         c.fuel, meter.fuel_cell.cell_contents = meter.fuel_cell.cell_contents, 0
         return c, call
 
@@ -227,12 +247,16 @@ class CCall:
     __slots__ = ("meter", "frame", "deadline", "error", "handle")
     _UNSET = object()
 
-    def __init__(self, meter, frame):
+    def __init__(self, meter):
         self.meter = meter
-        self.frame = frame      # the Python frame that called C (call deadlines: limits.py)
+        self.frame = None       # the Python frame that called C (call deadlines: limits.py)
         self.deadline = self._UNSET
         self.error = None
         self.handle = None
+
+    def start(self, frame) -> None:
+        """A new call on this thread (its state is reused: one per thread)."""
+        self.frame, self.deadline, self.error = frame, self._UNSET, None
 
     def call_deadline(self):
         """As the Python tier's: found on the outermost VM frame, else started now."""
@@ -249,7 +273,8 @@ class CCall:
         cell = meter.fuel_cell
         cell.cell_contents += c.fuel
         try:
-            meter.refill_with(cost, meter.interruption_at(self.call_deadline()))
+            meter.refill_with(cost, meter.interruption_at(self.call_deadline()),
+                              meter.MAX_NATIVE_SLICE)
         except BaseException as error:  # (FuelExhausted, DeadlineExceeded, Cancelled)
             self.error = error
             return 1
