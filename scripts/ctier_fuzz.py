@@ -1,6 +1,7 @@
 """Fuzz the C tier: byte-mutated modules loaded and run with VMRT_TIER=c.
 
     python scripts/ctier_fuzz.py [--mutants N] [--seed S] [--per-process K] [--timeout S]
+                                 [--max-flips F]
 
 Seeds are tests/vm/test_ctier.py's program and tests/vm/vmasm/{calls,control,
 globals,moves}.vmasm (assembled by vmrt). Each mutant sets 1-8 random bytes of a
@@ -93,6 +94,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--per-process", type=int, default=25)
     parser.add_argument("--timeout", type=float, default=120.0, help="per batch, seconds")
+    parser.add_argument("--max-flips", type=int, default=8, help="bytes set per mutant, at most")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     counts = {"refused": 0, "ran": 0, "c_functions": 0, "calls": 0, "call_errors": 0,
@@ -105,7 +107,7 @@ def main() -> int:
             seed = rng.randrange(len(paths))
             start, end = regions[seed]
             flips = [(rng.randrange(start, end), rng.randrange(256))
-                     for _ in range(rng.randint(1, 8))]
+                     for _ in range(rng.randint(1, args.max_flips))]
             jobs.append(json.dumps([i, seed, flips]))
         env = dict(os.environ, VMRT_TIER="c", VMRT_CACHE_DIR=str(Path(tmp) / "cache"))
         while jobs:

@@ -326,6 +326,7 @@ def test_same_fuel_stops_both_tiers_at_the_same_point(program, monkeypatch, fuel
 
 
 def test_limits_run_in_c(program, monkeypatch):
+    load(program, "c", monkeypatch).function("loop_sum")  # built (limited calls never build)
     module = limited(program, "c", monkeypatch, fuel=10**9)
     fn = module.function("loop_sum")
     assert fn(1000) == 499500
@@ -374,8 +375,8 @@ def test_depth_limit_same_in_both_tiers(program, monkeypatch):
 
 
 def test_limited_contexts_never_wait_for_a_build_in_auto(tmp_path, monkeypatch):
-    """A build takes seconds no deadline allows for: under limits, `auto` runs the
-    Python tier until the build exists (made by a context without limits)."""
+    """A build takes seconds no deadline allows for: under limits, the Python tier
+    runs until the build exists (made by a context without limits)."""
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     monkeypatch.setenv("VMRT_CACHE_DIR", str(cache))

@@ -18,8 +18,10 @@ import functools
 import hashlib
 import importlib.machinery
 import importlib.util
+import json
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -47,15 +49,18 @@ typedef struct vmrt_inst {
 typedef struct vmrt_ctx {
   vmrt_inst *inst; int32_t max_depth; int32_t err_kind; int64_t err_a, err_b, err_c;
   vmrt_ref *err_ref; int32_t frame_count; int32_t frames[128];
-  int64_t fuel; void *host; uint64_t results[16]; ...;
+  int64_t fuel; void *host; int64_t results[16]; ...;
 } vmrt_ctx;
 extern "Python" int32_t vmrt_refill_cb(vmrt_ctx *, int64_t);
 extern "Python" int32_t vmrt_charge_cb(void *, int64_t);
 extern "Python" void vmrt_uncharge_cb(void *, int64_t);
 """
 
+#: Seconds a build may take (a module of thousands of functions takes tens).
+BUILD_TIMEOUT = 600
 _lock = threading.Lock()
 _loaded: dict[str, object] = {}
+_build_locks: dict[str, threading.Lock] = {}
 
 
 class BuildError(VmrtError):
@@ -129,39 +134,67 @@ def load_or_build(module_digest: bytes, generate, may_build: bool = True):
     is none), else built now from `generate()` -> (source, declarations); None when
     it is not built yet and `may_build` is false."""
     key = build_key(module_digest)
+    with _lock:
+        module = _loaded.get(key)
+    if module is not None:
+        return module
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    directory = _build_directory()
+    name = build_name(key)
+    path = directory / (name + suffix)
+    if not path.exists() and compiler_identity() is None:
+        found = sorted(directory.glob(f"_vmrt_c_{key}_*{suffix}"))
+        path, name = (found[-1], found[-1].name[:-len(suffix)]) if found else (path, name)
+    if not path.exists():
+        if not may_build:
+            return None
+        with _building(key):  # (one build per module at a time; other modules go on)
+            if not path.exists():
+                _compile(name, *generate(), path)
     with _lock:
         module = _loaded.get(key)
         if module is None:
-            directory = _build_directory()
-            name = build_name(key)
-            path = directory / (name + suffix)
-            if not path.exists() and compiler_identity() is None:
-                found = sorted(directory.glob(f"_vmrt_c_{key}_*{suffix}"))
-                path, name = (found[-1], found[-1].name[:-len(suffix)]) if found else (path, name)
-            if not path.exists():
-                if not may_build:
-                    return None
-                _compile(name, *generate(), path)
             module = _loaded[key] = _import(name, path)
     return module
+
+
+def _building(key: str) -> threading.Lock:
+    with _lock:
+        return _build_locks.setdefault(key, threading.Lock())
+
+
+#: The build, in a process of its own: cffi's build runs setuptools, Python code that
+#: would hold this process's GIL for its duration (other threads' calls and
+#: deadlines would wait); a child process leaves this one free.
+_BUILDER = """
+import json, os, sys
+import cffi
+job = json.load(open(sys.argv[1]))
+ffi = cffi.FFI()
+ffi.cdef(job["cdef"])
+ffi.set_source(job["name"], job["source"], include_dirs=[job["include"]],
+               extra_compile_args=job["cflags"], libraries=["m"])
+print(ffi.compile(tmpdir=job["tmpdir"], verbose=False))
+"""
 
 
 def _compile(name: str, source: str, declarations: list[str], path: Path) -> None:
     if compiler_identity() is None:
         raise BuildError("no C compiler found (set CC, or VMRT_TIER=python)")
-    import cffi
-
-    ffi = cffi.FFI()
-    ffi.cdef(CDEF + "\n".join(declarations))
-    ffi.set_source(name, f'#include "{HEADER.name}"\n{source}',
-                   include_dirs=[str(HEADER.parent)], extra_compile_args=CFLAGS,
-                   libraries=["m"])
     work = Path(tempfile.mkdtemp(prefix=name + ".", dir=path.parent))
     try:
-        built = ffi.compile(tmpdir=str(work), verbose=False)
-        os.replace(built, path)
-    except Exception as exc:  # (cffi raises distutils' and setuptools' errors)
+        job = work / "job.json"
+        job.write_text(json.dumps({
+            "name": name, "cdef": CDEF + "\n".join(declarations),
+            "source": f'#include "{HEADER.name}"\n{source}', "include": str(HEADER.parent),
+            "cflags": CFLAGS, "tmpdir": str(work)}))
+        done = subprocess.run([sys.executable, "-c", _BUILDER, str(job)], capture_output=True,
+                              text=True, timeout=BUILD_TIMEOUT)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise BuildError(f"C tier build failed: {last}")
+        os.replace(done.stdout.strip().splitlines()[-1], path)
+    except (OSError, subprocess.SubprocessError, IndexError) as exc:
         raise BuildError(f"C tier build failed: {type(exc).__name__}: {exc}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)

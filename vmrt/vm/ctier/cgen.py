@@ -294,8 +294,8 @@ def entry_function(shape) -> tuple[str, str]:
     body.append(f"  if (vf{shape.ordinal}({', '.join(['c', 'depth'] + converted + outs)})) "
                 "return 1;")
     for i, t in enumerate(results):
-        value = {"f32": f"vmrt_bits_f32(o{i})", "f64": f"vmrt_bits_f64(o{i})"}.get(
-            t, f"(uint64_t)(int64_t)o{i}")
+        value = {"f32": f"(int64_t)vmrt_bits_f32(o{i})", "f64": f"(int64_t)vmrt_bits_f64(o{i})"}.get(
+            t, f"(int64_t)o{i}")
         body.append(f"  c->results[{i}] = {value};")
     body += ["  return 0;", "}", ""]
     return "\n".join(body), prototype + ";"

@@ -59,7 +59,7 @@ typedef struct vmrt_ctx {
   int32_t frames[2 * VMRT_MAX_FRAMES]; /* (function ordinal, pc) pairs */
   int64_t fuel;            /* limits: spent by VMRT_CHARGE, refilled by the host */
   void *host;              /* the host's state of this call (runtime.py CCall) */
-  uint64_t results[16];
+  int64_t results[16];     /* an entry's results: ints, or a float's bits */
 } vmrt_ctx;
 
 /* Error kinds (vmrt/vm/ctier/runtime.py turns each into the Python tier's VMError). */

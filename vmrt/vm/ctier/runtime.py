@@ -78,11 +78,12 @@ class CModule:
     @classmethod
     def of(cls, module, tier: str, may_build: bool = True) -> "CModule | None":
         """The module's C build for a tier (None: the Python tier runs it all).
-        `may_build` false (a context with limits, tier auto: a build takes seconds no
-        deadline allows for): only a build this process or the cache already has."""
+        `may_build` false (a context with limits: a build takes seconds no deadline
+        allows for, and its Python part would hold the GIL from other calls): only a
+        build this process or the cache already has, whatever the tier."""
         if tier == "python":
             return None
-        if not may_build and tier == "auto" and "_c_module" not in module.__dict__:
+        if not may_build and "_c_module" not in module.__dict__:
             try:
                 built = cls(module, may_build=False)
             except (NotBuilt, BuildError):
@@ -344,6 +345,8 @@ def make_entry(cinstance: CInstance, ordinal: int, kinds, results, python_functi
             return readers[0](c.results[0])
         return tuple(read(c.results[i]) for i, read in enumerate(readers))
 
+    if not (ref_positions or f32_positions or limited):
+        entry = scalar_entry(cinstance, call_c, len(kinds), results, entry)
     entry.vmrt_c_ordinal = ordinal
     workgroups = getattr(lib, f"vmrt_workgroups_{ordinal}", None)
     if workgroups is not None:
@@ -351,6 +354,30 @@ def make_entry(cinstance: CInstance, ordinal: int, kinds, results, python_functi
     if limited:  # the generated code's shape: depth last, a fixed arity (Meter.entry)
         entry = fixed_arity(entry, len(kinds) + 1)
     return entry
+
+
+def scalar_entry(cinstance: CInstance, call_c, arity: int, results, general):
+    """The entry of a function of ints and f64s without limits, as straight Python
+    (a host calling a small function pays ~0.3 us, not ~0.6); `general` handles
+    a failure and any result that is not an int."""
+    params = ", ".join(f"a{i}" for i in range(arity))
+    if any(kind not in ("i32", "i64") for kind in results):
+        return general
+    got = {0: "None", 1: "c.results[0]"}.get(
+        len(results), "(" + ", ".join(f"c.results[{i}]" for i in range(len(results))) + ")")
+    source = f"""def entry({params}):
+    try:
+        c = LOCAL.c
+    except AttributeError:
+        c = NEW()[0]
+    if CALL(c, 1{', ' if arity else ''}{params}):
+        FINISH(c, None, None, True)
+    return {got}
+"""
+    namespace = {"LOCAL": cinstance._local, "NEW": cinstance.new_context, "CALL": call_c,
+                 "FINISH": cinstance.finish}
+    exec(compile(source, "<vmrt C tier entry>", "exec"), namespace)
+    return namespace["entry"]
 
 
 def fixed_arity(entry, arity: int):
@@ -406,12 +433,11 @@ def _read_f32(bits: int) -> float:
 
 def _read_f64(bits: int) -> float:
     from vmrt.vm.numerics import bitcast_i64_f64
-    return bitcast_i64_f64(_signed(bits, 64))
+    return bitcast_i64_f64(bits)
 
 
-_RESULT_READERS = {
-    "i32": lambda bits: _signed(bits & 0xFFFFFFFF, 32),
-    "i64": lambda bits: _signed(bits, 64),
+_RESULT_READERS = {  # (c->results are int64_t: i32 and i64 results arrive signed)
+    "i32": int, "i64": int,
     "f32": _read_f32, "f64": _read_f64,
 }
 
