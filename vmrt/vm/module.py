@@ -499,7 +499,11 @@ class BytecodeModuleInstance(ModuleInstance):
         generated code calls (depth last) or, as `host_entry`, the one the host calls."""
         if self.context.codegen_options.instrumented or self.tier == "python":
             return None
-        from vmrt.vm.ctier.runtime import CModule
+        from vmrt.vm.ctier.analysis import may_compile
+
+        if not may_compile(self.module, ordinal):
+            return None
+        from vmrt.vm.ctier.runtime import CModule  # (the build machinery: only when needed)
 
         meter = self._meter()
         cmodule = CModule.of(self.module, self.tier, may_build=meter is None)

@@ -326,3 +326,19 @@ def compilable_functions(module) -> tuple[dict[int, FunctionShape], dict[int, st
                 del shapes[ordinal]
                 changed = True
     return shapes, reasons
+
+
+def may_compile(module, ordinal: int) -> bool:
+    """Whether function `ordinal` itself passes the analysis (its callees aside): a
+    cheap first look, so a module whose called functions all stay in Python (an
+    `__init` calling the hal module) never loads or builds its C."""
+    verdicts = module.__dict__.setdefault("_c_verdicts", {})
+    verdict = verdicts.get(ordinal)
+    if verdict is None:
+        try:
+            FunctionAnalysis(module, ordinal).run()
+            verdict = True
+        except NotCompilable:
+            verdict = False
+        verdicts[ordinal] = verdict
+    return verdict

@@ -18,19 +18,17 @@ import functools
 import hashlib
 import importlib.machinery
 import importlib.util
-import json
 import os
 import shutil
-import subprocess
 import sys
-import sysconfig
-import tempfile
 import threading
 from pathlib import Path
 
 from vmrt.errors import StatusCode, VmrtError
 
 HEADER = Path(__file__).with_name("runtime.h")
+#: This Python's extension module suffix (`.cpython-311-x86_64-linux-gnu.so`).
+EXTENSION_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 #: No contraction into fused multiply-adds, no fast-math: each operation rounds as
 #: the VM's does; -fsignaling-nans keeps conversions that quiet a signalling NaN
 #: (float -> double -> float is not folded away). -fwrapv is belt and braces (the
@@ -75,8 +73,12 @@ def compiler_identity() -> str | None:
     """The C compiler (CC, else Python's) as its resolved path, size and mtime, or None
     without one: a changed compiler gets new builds, and finding a build needs no
     compiler process."""
-    compiler = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    compiler = os.environ.get("CC") or "cc"
     found = shutil.which(compiler.split()[0])
+    if found is None and "CC" not in os.environ:
+        import sysconfig  # (Python's own compiler; sysconfig costs ~5 ms to import)
+
+        found = shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0])
     if found is None:
         return None
     try:
@@ -95,7 +97,7 @@ def build_key(module_digest: bytes) -> str:
 
     digest = hashlib.sha256(module_digest)
     for part in (HEADER.read_text(), " ".join(CFLAGS), sys.implementation.cache_tag,
-                 sysconfig.get_config_var("EXT_SUFFIX") or "",
+                 EXTENSION_SUFFIX,
                  (code_cache.runtime_fingerprint() or b"").hex()):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()[:32]
@@ -123,6 +125,8 @@ def _build_directory() -> Path:
 
 @functools.lru_cache(maxsize=None)
 def _private_temp() -> Path:
+    import tempfile
+
     path = Path(tempfile.mkdtemp(prefix="vmrt-ctier-"))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
@@ -138,7 +142,7 @@ def load_or_build(module_digest: bytes, generate, may_build: bool = True):
         module = _loaded.get(key)
     if module is not None:
         return module
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    suffix = EXTENSION_SUFFIX
     directory = _build_directory()
     name = build_name(key)
     path = directory / (name + suffix)
@@ -181,6 +185,10 @@ print(ffi.compile(tmpdir=job["tmpdir"], verbose=False))
 def _compile(name: str, source: str, declarations: list[str], path: Path) -> None:
     if compiler_identity() is None:
         raise BuildError("no C compiler found (set CC, or VMRT_TIER=python)")
+    import json
+    import subprocess
+    import tempfile
+
     work = Path(tempfile.mkdtemp(prefix=name + ".", dir=path.parent))
     try:
         job = work / "job.json"
