@@ -501,7 +501,8 @@ class BytecodeModuleInstance(ModuleInstance):
             return None
         from vmrt.vm.ctier.analysis import may_compile
 
-        if not may_compile(self.module, ordinal):
+        if not may_compile(self.module, ordinal) or (
+                self.tier == "auto" and self._small(ordinal)):
             return None
         from vmrt.vm.ctier.runtime import CModule  # (the build machinery: only when needed)
 
@@ -523,6 +524,15 @@ class BytecodeModuleInstance(ModuleInstance):
             if static_cost:
                 entry = self._charged_here(entry, ordinal)
         return entry
+
+    #: Straight-line functions of at most this many instructions run their Python
+    #: tier's code when called from Python in `auto` (C callers call their C): an
+    #: entry into C costs more than such a function's work (VMRT_TIER=c: C always).
+    SMALL_FUNCTION = 64
+
+    def _small(self, ordinal: int) -> bool:
+        cost = self.module.static_cost(ordinal)
+        return cost is not None and cost <= self.SMALL_FUNCTION
 
     def _charged_here(self, entry, ordinal: int):
         """A straight-line function's host entry charges its cost up front: a limit
