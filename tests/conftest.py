@@ -55,3 +55,40 @@ def corpus():
     from tests.corpus.build import build_corpus
 
     return build_corpus(CORPUS_BUILD_DIR)
+
+
+# ---------------------------------------------------------------------------
+# A model reading one parameter (tests/test_api.py, tests/test_ray.py).
+# ---------------------------------------------------------------------------
+
+#: x * w, with w the parameter `model::w` (4 x f32).
+PARAMETER_MLIR = """
+util.global private @w = #flow.parameter.named<"model"::"w"> : tensor<4xf32>
+func.func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %w = util.global.load @w : tensor<4xf32>
+  %r = arith.mulf %x, %w : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def parameter_model(tmp_path_factory):
+    """(a .vmfb reading scope `model` key `w`, an .irpa holding it, w)."""
+    import subprocess
+
+    import numpy as np
+
+    if shutil.which("iree-compile") is None:
+        pytest.skip("needs iree-compile")
+    from vmrt.io import ParameterIndex
+    folder = tmp_path_factory.mktemp("parameters")
+    (folder / "scale.mlir").write_text(PARAMETER_MLIR)
+    subprocess.run(["iree-compile", "--iree-hal-target-device=local",
+                    "--iree-hal-local-target-device-backends=vmvx", str(folder / "scale.mlir"),
+                    "-o", str(folder / "scale.vmfb")], check=True, capture_output=True)
+    weights = np.array([2, 3, 4, 5], np.float32)
+    index = ParameterIndex()
+    index.add_buffer("w", weights.tobytes())
+    index.save(folder / "w.irpa")
+    return folder / "scale.vmfb", folder / "w.irpa", weights

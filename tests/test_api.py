@@ -5,7 +5,6 @@ repr shows its reflection signature as iree.runtime's does."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -63,32 +62,8 @@ def test_an_unknown_device_is_not_found():
     assert info.value.code == vmrt.StatusCode.NOT_FOUND
 
 
-PARAMETER_MLIR = """
-util.global private @w = #flow.parameter.named<"model"::"w"> : tensor<4xf32>
-func.func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %w = util.global.load @w : tensor<4xf32>
-  %r = arith.mulf %x, %w : tensor<4xf32>
-  return %r : tensor<4xf32>
-}
-"""
 
 
-@pytest.fixture(scope="module")
-def parameter_model(tmp_path_factory):
-    """(a .vmfb reading scope `model` key `w`, an .irpa holding it, w)."""
-    if shutil.which("iree-compile") is None:
-        pytest.skip("needs iree-compile")
-    from vmrt.io import ParameterIndex
-    folder = tmp_path_factory.mktemp("parameters")
-    (folder / "scale.mlir").write_text(PARAMETER_MLIR)
-    subprocess.run(["iree-compile", "--iree-hal-target-device=local",
-                    "--iree-hal-local-target-device-backends=vmvx", str(folder / "scale.mlir"),
-                    "-o", str(folder / "scale.vmfb")], check=True, capture_output=True)
-    weights = np.array([2, 3, 4, 5], np.float32)
-    index = ParameterIndex()
-    index.add_buffer("w", weights.tobytes())
-    index.save(folder / "w.irpa")
-    return folder / "scale.vmfb", folder / "w.irpa", weights
 
 
 def test_parameters_feed_a_supplied_io_parameters_module(parameter_model):

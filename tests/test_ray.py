@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -45,14 +44,6 @@ vm.func @work(%i0: i32, %i1: i32) -> (i32) {
 }
 """
 SLOW_STEPS = 600_000  # (in the Python tier: the C tier would run the loop in no time)
-PARAMETER_MLIR = """
-util.global private @w = #flow.parameter.named<"model"::"w"> : tensor<4xf32>
-func.func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %w = util.global.load @w : tensor<4xf32>
-  %r = arith.mulf %x, %w : tensor<4xf32>
-  return %r : tensor<4xf32>
-}
-"""
 #: A node lost without notice is declared dead after ~1 s rather than Ray's 15 s.
 FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 250,
                       "health_check_failure_threshold": 4}
@@ -169,22 +160,6 @@ def test_a_module_that_does_not_load_fails_the_pool_with_its_error(cluster, tmp_
     assert info.value.code == vmrt.StatusCode.NOT_FOUND
 
 
-@pytest.fixture(scope="module")
-def parameter_model(tmp_path_factory):
-    """(a .vmfb scaling by parameter `model::w`, an .irpa holding w, w)."""
-    if shutil.which("iree-compile") is None:
-        pytest.skip("needs iree-compile")
-    from vmrt.io import ParameterIndex
-    folder = tmp_path_factory.mktemp("ray_parameters")
-    (folder / "scale.mlir").write_text(PARAMETER_MLIR)
-    subprocess.run(["iree-compile", "--iree-hal-target-device=local",
-                    "--iree-hal-local-target-device-backends=vmvx", str(folder / "scale.mlir"),
-                    "-o", str(folder / "scale.vmfb")], check=True, capture_output=True)
-    weights = np.array([2, 3, 4, 5], np.float32)
-    index = ParameterIndex()
-    index.add_buffer("w", weights.tobytes())
-    index.save(folder / "w.irpa")
-    return folder / "scale.vmfb", folder / "w.irpa", weights
 
 
 @pytest.mark.parametrize("source", ["archive", "object store"])
