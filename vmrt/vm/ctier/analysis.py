@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vmrt.isa.operands import OperandKind
-from vmrt.isa.registers import REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
+from vmrt.isa.registers import REF_MASK, REF_TYPE_BIT
+from vmrt.vm.codegen import IMPORT_BIT, is_move
 
-IMPORT_BIT = 0x80000000
 WIDE = ("i64", "f64")
 #: cconv element -> register type.
 CCONV_TYPES = {"i": "i32", "I": "i64", "f": "f32", "F": "f64", "r": "ref"}
@@ -47,10 +47,6 @@ class FunctionShape:
 
 def is_ref(ordinal: int) -> bool:
     return bool(ordinal & REF_TYPE_BIT)
-
-
-def is_move(ordinal: int) -> bool:
-    return (ordinal & (REF_TYPE_BIT | REF_MOVE_BIT)) == (REF_TYPE_BIT | REF_MOVE_BIT)
 
 
 def ref_index(ordinal: int) -> int:

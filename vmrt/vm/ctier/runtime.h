@@ -62,27 +62,8 @@ typedef struct vmrt_ctx {
   int64_t results[16];     /* an entry's results: ints, or a float's bits */
 } vmrt_ctx;
 
-/* Error kinds (vmrt/vm/ctier/runtime.py turns each into the Python tier's VMError). */
-enum {
-  VMRT_E_NONE = 0,
-  VMRT_E_RANGE_ELEMENTS = 1, /* a: element offset, b: element size */
-  VMRT_E_RANGE_BYTES = 2,    /* a: byte offset, b: byte length */
-  VMRT_E_READ_ONLY = 3,
-  VMRT_E_NULL_REF = 4,       /* the instruction's ref operand is null */
-  VMRT_E_WRONG_REF = 5,      /* ... or not of the kind the instruction needs */
-  VMRT_E_DIV_ZERO = 6,
-  VMRT_E_FAIL = 7,           /* a: status; err_text: message */
-  VMRT_E_DEPTH = 8,
-  VMRT_E_ALLOC = 9,          /* a: length */
-  VMRT_E_NEGATIVE_LENGTH = 10, /* a: length */
-  VMRT_E_ALIGNMENT = 11,     /* a: alignment */
-  VMRT_E_GLOBAL_RANGE = 12,  /* a: byte offset */
-  VMRT_E_LIST_INDEX = 13,    /* a: index */
-  VMRT_E_FELL_THROUGH = 14,
-  VMRT_E_NULL_NAMED = 15,    /* a: operand number (runtime.py OPERAND_NAMES) */
-  VMRT_E_RANGE_FILL = 19,
-  VMRT_E_LIMIT = 20,         /* the host's refill stopped the call (its error) */    /* a: element offset, b: element size, err_c: count */
-};
+/* Error kinds: VMRT_E_<NAME>, declared once in vmrt/vm/ctier/cgen.py (ErrorKind) and
+   emitted at the top of each generated source, where these macros expand. */
 
 static void vmrt_frame(vmrt_ctx *c, int32_t ordinal, int32_t pc) {
   if (c->frame_count < VMRT_MAX_FRAMES) {

@@ -20,7 +20,7 @@ from vmrt.errors import DepthExceeded, StatusCode, VMError
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.ctier.analysis import argument_registers, compilable_functions, fragment_types
 from vmrt.vm.ctier.build import BuildError, compiler_identity, load_or_build
-from vmrt.vm.ctier.cgen import generate_module
+from vmrt.vm.ctier.cgen import ErrorKind as E, generate_module
 from vmrt.vm.list import VMList
 
 #: VMRT_NAMED_BUFFER's operand numbers (runtime.h).
@@ -482,11 +482,11 @@ def _method_of(decoded) -> str:
 
 def _error_of(c, decoded, refs, instance, call) -> VMError:
     kind, a, b = c.err_kind, c.err_a, c.err_b
-    if kind == 20 and call is not None and isinstance(call.error, VMError):
+    if kind == E.LIMIT and call is not None and isinstance(call.error, VMError):
         return call.error  # the meter's (FuelExhausted, DeadlineExceeded, ...)
-    if kind == 20 and call is not None and call.error is not None:
+    if kind == E.LIMIT and call is not None and call.error is not None:
         raise call.error
-    if kind == 8 and call is not None:
+    if kind == E.DEPTH and call is not None:
         try:
             call.meter.depth_exceeded(a)
         except VMError as error:
@@ -494,17 +494,17 @@ def _error_of(c, decoded, refs, instance, call) -> VMError:
     where = f"{decoded.instruction.vm_name}: " if decoded is not None else ""
     length = c.err_ref.length if c.err_ref else 0
     sized = types.SimpleNamespace(length=length)
-    if kind == 1:
+    if kind == E.RANGE_ELEMENTS:
         return VMBuffer._range_error(sized, a * b, b, b)
-    if kind == 19:
+    if kind == E.RANGE_FILL:
         return VMBuffer._range_error(sized, a * b, c.err_c * b, b)
-    if kind == 2:
+    if kind == E.RANGE_BYTES:
         return VMBuffer._range_error(sized, a, b, 1)
-    if kind == 3:
+    if kind == E.READ_ONLY:
         return VMBuffer._read_only_error(sized)
-    if kind == 4:
+    if kind == E.NULL_REF:
         return VMError(f"{where}null ref operand", StatusCode.INVALID_ARGUMENT)
-    if kind == 5:
+    if kind == E.WRONG_REF:
         obj = _ref_object(c, refs, instance)
         return VMError(f"{where}ref operand of the wrong type ('{type(obj).__name__}' object "
                        f"has no attribute '{_method_of(decoded)}')", StatusCode.INVALID_ARGUMENT)
@@ -515,33 +515,33 @@ def _other_error(c, kind, a, where, decoded, refs, instance) -> VMError:
     from vmrt.vm.buffer import _check_alignment, _allocate
     from vmrt.vm.ref import null_ref_error
 
-    if kind == 6:
+    if kind == E.DIV_ZERO:
         return VMError(f"{where}integer division by zero", StatusCode.INVALID_ARGUMENT)
-    if kind == 7:
+    if kind == E.FAIL:
         message = bytes(decoded.values[1]).decode("utf-8", "replace")
         try:
             code = StatusCode(a & 0x1F)
         except ValueError:
             code = StatusCode.UNKNOWN
         return VMError(message, code)
-    if kind == 8:
+    if kind == E.DEPTH:
         return DepthExceeded(f"{where}VM call stack depth exceeded")
-    if kind == 9:
+    if kind == E.ALLOC:
         return VMError(f"cannot allocate a buffer of {a} bytes", StatusCode.RESOURCE_EXHAUSTED)
-    if kind in (10, 11):
+    if kind in (E.NEGATIVE_LENGTH, E.ALIGNMENT):
         try:
-            _check_alignment(a) if kind == 11 else _allocate(a)
+            _check_alignment(a) if kind == E.ALIGNMENT else _allocate(a)
         except VMError as error:
             return error
-    if kind == 12:
+    if kind == E.GLOBAL_RANGE:
         size = len(instance.rwdata)
         return VMError(f"global byte offset {a} out of range of {size} bytes",
                        StatusCode.OUT_OF_RANGE)
-    if kind == 13:
+    if kind == E.LIST_INDEX:
         return VMList._index_error(types.SimpleNamespace(_values=range(c.err_ref.count)), a)
-    if kind == 14:
+    if kind == E.FELL_THROUGH:
         return VMError("execution fell through the end of the function",
                        StatusCode.FAILED_PRECONDITION)
-    if kind == 15:
+    if kind == E.NULL_NAMED:
         return null_ref_error(OPERAND_NAMES[a], _ref_object(c, refs, instance))
     return VMError(f"{where}internal error: C tier error kind {kind}", StatusCode.INTERNAL)
