@@ -138,6 +138,17 @@ CDEF = """
                                      vmrt_dispatch_block_t* block, uint64_t total,
                                      uint32_t processor_id, void* local_memory,
                                      uint32_t local_memory_size);
+    /* Native dispatches of a command buffer in one call (vmrt_pool.c) */
+    typedef struct vmrt_pool_task_t {
+      const vmrt_library_t* library;
+      vmrt_dispatch_block_t* block;
+      uint32_t ordinal;
+      uint32_t region;
+    } vmrt_pool_task_t;
+    typedef struct vmrt_pool vmrt_pool_t;
+    vmrt_pool_t* vmrt_pool_create(uint32_t participants);
+    void vmrt_pool_destroy(vmrt_pool_t* pool);
+    int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks, uint32_t count);
     int vmrt_system_library_load(const uint8_t* data, size_t size, void** out_handle,
                                  void** out_query_fn, char* error, size_t error_capacity);
     void vmrt_system_library_unload(void* handle);
@@ -160,6 +171,7 @@ PREAMBLE = """
 /* ELF loader (vmrt_elf.c) */
 #include "vmrt_elf.h"
 #include "vmrt_executable.h"  /* native CPU executables */
+#include "vmrt_pool.h"  /* their workers */
 
 /* Host services: extern "Python" callbacks that cffi defines further down. */
 static vmrt_status_t vmrt_py_ref_retain(const vmrt_ref_t*, vmrt_ref_t*);
@@ -200,11 +212,12 @@ def make_builder(root: Path) -> FFI:
         PREAMBLE,
         sources=[str(csrc / "vmrt_memory.c"), str(csrc / "vmrt_native_call.c"),
                  str(csrc / "vmrt_caller.c"), str(csrc / "vmrt_example.c"),
-                 str(csrc / "vmrt_executable.c"),
+                 str(csrc / "vmrt_executable.c"), str(csrc / "vmrt_pool.c"),
                  # ELF loader (vmrt_elf.c)
                  str(csrc / "vmrt_elf.c")],
         include_dirs=[str(csrc), str(root / "vmrt" / "native" / "include")],
-        extra_compile_args=["-O2", "-Wall"],
+        extra_compile_args=["-O2", "-Wall", "-pthread"],
+        extra_link_args=["-pthread"],
     )
     return builder
 

@@ -192,8 +192,12 @@ class Device(RefObject):
         self._submit(wait, signal, lambda: self._execute(command_buffer, table))
 
     def _execute(self, command_buffer: CommandBuffer, table) -> None:
+        """Runs the commands region by region. Dispatches of native executables
+        gather across regions and run in one C call (NativePool) until a region
+        needs Python: its transfer commands, or another kind of executable."""
         tracer = timeline.active
-        for region in command_buffer.regions():
+        pooled: list[tuple] = []  # (executable, prepared, region number)
+        for number, region in enumerate(command_buffer.regions()):
             dispatches = []
             for command in region:
                 if isinstance(command, DispatchCommand):
@@ -201,9 +205,34 @@ class Device(RefObject):
                         TracedExecutable(tracer, command.executable, command.function)
                     dispatches.append((executable, command.resolve(table)))
                 else:
+                    pooled = self._run_pooled(pooled)
                     command.run(table, None)
-            if dispatches:
+            if all(executable.pooled for executable, _ in dispatches):
+                for executable, state in dispatches:
+                    state.max_concurrency = self.concurrency
+                    pooled.append((executable, executable.prepare(state), number))
+            else:
+                pooled = self._run_pooled(pooled)
                 self._run_dispatches(dispatches)
+        self._run_pooled(pooled)
+
+    def _run_pooled(self, pooled: list[tuple]) -> list[tuple]:
+        """Runs the gathered native dispatches; returns an empty list for more."""
+        if pooled:
+            self._native_pool().run(pooled)
+        return []
+
+    def _native_pool(self):
+        return _solo_pool()
+
+
+def _solo_pool():
+    """NativePool.solo, imported on first use (a device without native executables
+    never loads the C extension for it)."""
+    global _solo_pool
+    from vmrt.hal.native_loader import NativePool
+    _solo_pool = NativePool.solo
+    return NativePool.solo()
 
 
 class SyncDevice(Device):
@@ -242,7 +271,7 @@ class TaskDevice(Device):
     """`local-task`: queue operations on an issue thread, workgroups on workers."""
 
     __slots__ = ("worker_count", "_workers", "_workers_local", "_take_id", "_issuer",
-                 "_pending", "_idle", "_lock")
+                 "_pending", "_idle", "_lock", "_pool")
 
     def __init__(self, identifier: str = "local-task", loaders=None, allocator=None,
                  worker_count: int | None = None):
@@ -270,6 +299,7 @@ class TaskDevice(Device):
         self._pending = 0
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
+        self._pool = None  # native dispatches' workers, made on first use
 
     @property
     def concurrency(self) -> int:
@@ -343,6 +373,13 @@ class TaskDevice(Device):
         run_with(lambda: run_chunk(*chunks[0]),
                  [self._workers.submit(run_chunk, *chunk) for chunk in chunks[1:]])
 
+    def _native_pool(self):
+        with self._lock:
+            if self._pool is None:
+                from vmrt.hal.native_loader import NativePool
+                self._pool = NativePool(self.worker_count)
+            return self._pool
+
     def wait_idle(self, timeout_seconds: float | None = None) -> None:
         with self._idle:
             if not self._idle.wait_for(lambda: self._pending == 0, timeout_seconds):
@@ -352,6 +389,10 @@ class TaskDevice(Device):
     def close(self) -> None:
         self._issuer.shutdown(wait=True)
         self._workers.shutdown(wait=True)
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
 
 def create_device(name: str = "local-sync", **options) -> Device:

@@ -70,6 +70,8 @@ class Executable(RefObject):
     """A hal.executable: a table of dispatch functions."""
 
     __slots__ = ("functions", "_by_name", "charge")
+    #: Its dispatches run in a NativePool (one C call for many), not one by one.
+    pooled = False
 
     def __init__(self, functions: list[FunctionInfo]):
         self.functions = list(functions)

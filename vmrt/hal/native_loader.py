@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import platform
 import sys
+import weakref
 
 from vmrt.errors import HalError, StatusCode
 from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader, FunctionInfo
@@ -102,6 +103,7 @@ class NativeExecutable(Executable):
     """A hal.executable backed by a native library; released with its last reference."""
 
     __slots__ = ("format", "library_name", "_image", "_library", "_local")
+    pooled = True
 
     def __init__(self, executable_format: str, image, constants: bytes):
         self.format = executable_format
@@ -211,6 +213,55 @@ class NativeExecutable(Executable):
             offset = -int(_ffi.cast("uintptr_t", raw)) % _LOCAL_ALIGNMENT
             held = self._local[worker_id] = (raw, size, raw + offset)
         return held[2]
+
+
+class NativePool:
+    """Runs the native dispatches of consecutive command-buffer regions in one C call
+    without the GIL (csrc/vmrt_pool.c): the caller and `participants - 1` threads of
+    the pool take workgroups region after region. One participant: no threads."""
+
+    _solo: "NativePool | None" = None
+
+    def __init__(self, participants: int = 1):
+        self._pool = _ffi.NULL
+        self._finalizer = None
+        if participants > 1:
+            pool = _lib.vmrt_pool_create(min(participants, 64))
+            if pool == _ffi.NULL:
+                raise HalError(f"cannot start {participants - 1} worker threads",
+                               StatusCode.RESOURCE_EXHAUSTED)
+            self._pool = pool
+            self._finalizer = weakref.finalize(self, _lib.vmrt_pool_destroy, pool)
+
+    @classmethod
+    def solo(cls) -> "NativePool":
+        """The pool of the calling thread alone (local-sync), shared: it holds no state."""
+        if cls._solo is None:
+            cls._solo = cls(1)
+        return cls._solo
+
+    def run(self, dispatches) -> None:
+        """`dispatches`: (NativeExecutable, prepared dispatch, region number) in
+        region order; a failed dispatch raises as NativeExecutable.run_range does."""
+        tasks = _ffi.new("vmrt_pool_task_t[]", len(dispatches))
+        for task, (executable, prepared, region) in zip(tasks, dispatches):
+            if executable._library is None:
+                raise HalError("dispatch of a released executable",
+                               StatusCode.FAILED_PRECONDITION)
+            task.library, task.block = executable._library, prepared.block
+            task.ordinal, task.region = prepared.ordinal, region
+        failed = _lib.vmrt_pool_run(self._pool, tasks, len(dispatches))
+        if failed == -2:
+            raise HalError("cannot allocate the local memory of a dispatch",
+                           StatusCode.RESOURCE_EXHAUSTED)
+        if failed >= 0:
+            NativeExecutable._raise_failure(dispatches[failed][1])
+
+    def close(self) -> None:
+        """Stops the threads (a closed pool runs on the caller alone)."""
+        if self._finalizer is not None:
+            self._finalizer()
+            self._pool = _ffi.NULL
 
 
 class NativeLoader(ExecutableLoader):

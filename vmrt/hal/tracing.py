@@ -32,6 +32,7 @@ class TracedExecutable:
     of workgroups recorded as a span named after the dispatched function."""
 
     __slots__ = ("executable", "timeline", "name")
+    pooled = False  # each range of workgroups is a span of its own
 
     def __init__(self, timeline, executable, function: int):
         self.executable = executable

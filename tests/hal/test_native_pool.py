@@ -1,0 +1,177 @@
+"""The native pool (csrc/vmrt_pool.c, NativePool): a command buffer's native
+dispatches run region after region in one C call, on the caller and the pool's
+threads. What must hold: regions in order (a barrier really waits), transfer
+commands between them, a failure stopping later regions, two host threads on one
+device, a forked child, and the same results as the one-dispatch-at-a-time path
+that tracing still takes."""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+
+import pytest
+
+from vmrt import timeline
+from vmrt.hal import HalError, create_device
+from vmrt.hal.device import SyncDevice
+from vmrt.hal.native_loader import EMBEDDED_FORMAT, NativePool, native_unavailable_reason
+
+from tests.hal.test_native_executables import ANY, _buffer, _values, build  # noqa: F401
+
+pytestmark = pytest.mark.skipif(native_unavailable_reason() is not None,
+                                reason=str(native_unavailable_reason()))
+
+ELEMENTS = 4096  # one workgroup per element: many workgroups per region
+
+
+@pytest.fixture(params=["local-sync", "local-task"])
+def device(request):
+    device = create_device(request.param)
+    yield device
+    device.close()
+
+
+def _run(device, record) -> None:
+    cb = device.create_command_buffer(0, ANY)
+    cb.begin()
+    record(cb)
+    cb.end()
+    signal = device.create_fence()
+    try:
+        device.queue_execute(-1, None, signal, cb)
+    except HalError:
+        pass  # local-sync raises as well as failing the fence: the wait raises for both
+    signal.wait()
+
+
+def _add(cb, executable, source, target, amount: int, count: int = ELEMENTS) -> None:
+    cb.dispatch(executable, 0, (count // 64, 64, 1), struct.pack("<i", amount),
+                [(source, 0, 0, -1), (target, 0, 0, -1)])
+
+
+def _chain(executable, a, b, steps: int):
+    """`steps` dispatches adding 1, 2, 3, ... alternately a -> b and b -> a, each
+    in a region of its own: a barrier that did not wait shows in the sums."""
+    def record(cb):
+        for step in range(steps):
+            source, target = (a, b) if step % 2 == 0 else (b, a)
+            _add(cb, executable, source, target, step + 1)
+            cb.execution_barrier()
+    return record
+
+
+def test_regions_run_in_order(build, device):
+    executable = device.create_executable(EMBEDDED_FORMAT, build())
+    for _ in range(5):  # barriers racing would show up in some of the runs
+        a, b = _buffer(device, list(range(ELEMENTS))), _buffer(device, [0] * ELEMENTS)
+        _run(device, _chain(executable, a, b, 40))
+        assert _values(a) == [v + 40 * 41 // 2 for v in range(ELEMENTS)]
+
+
+def test_transfer_commands_between_native_regions(build, device):
+    executable = device.create_executable(EMBEDDED_FORMAT, build())
+    a, b = _buffer(device, list(range(ELEMENTS))), _buffer(device, [0] * ELEMENTS)
+    c = _buffer(device, [0] * ELEMENTS)
+    whole = ELEMENTS * 4
+
+    def record(cb):
+        _add(cb, executable, a, b, 1)
+        cb.execution_barrier()
+        cb.copy_buffer((b, 0, 0, whole), (a, 0, 0, whole))  # needs the first dispatch
+        cb.execution_barrier()
+        _add(cb, executable, a, c, 10)  # needs the copy
+        cb.execution_barrier()
+        cb.fill_buffer((a, 0, 0, whole), struct.pack("<i", -1))  # after the last read of a
+    _run(device, record)
+    assert _values(c) == [v + 11 for v in range(ELEMENTS)]
+    assert _values(a) == [-1] * ELEMENTS
+
+
+def test_a_failure_stops_the_later_regions(build, device):
+    executable = device.create_executable(EMBEDDED_FORMAT, build())
+    a, b = _buffer(device, list(range(ELEMENTS))), _buffer(device, [0] * ELEMENTS)
+    c = _buffer(device, [0] * ELEMENTS)
+
+    def record(cb):
+        _add(cb, executable, a, b, 1)
+        cb.execution_barrier()
+        cb.dispatch(executable, 1, (64, 1, 1), struct.pack("<i", 37))
+        cb.execution_barrier()
+        _add(cb, executable, b, c, 1)
+    with pytest.raises(HalError, match=r"fail_at workgroup \(37, 0, 0\).*catastrophic error 42"):
+        _run(device, record)
+    assert _values(b) == [v + 1 for v in range(ELEMENTS)]
+    assert _values(c) == [0] * ELEMENTS
+
+
+def test_the_traced_path_gives_the_same_results(build, device):
+    executable = device.create_executable(EMBEDDED_FORMAT, build())
+    sums = []
+    for traced in (False, True):
+        a, b = _buffer(device, list(range(ELEMENTS))), _buffer(device, [0] * ELEMENTS)
+        if traced:
+            with timeline.Timeline() as recorded:
+                _run(device, _chain(executable, a, b, 7))
+            names = [e.get("name") for e in recorded.trace_events()]
+            assert names.count("add_constant") >= 7  # one span per range: not pooled
+        else:
+            _run(device, _chain(executable, a, b, 7))
+        sums.append(_values(b))
+    assert sums[0] == sums[1] == [v + 28 for v in range(ELEMENTS)]
+
+
+def test_two_host_threads_on_one_device(build):
+    device = create_device("local-task")
+    executable = device.create_executable(EMBEDDED_FORMAT, build())
+    failures = []
+
+    def work(seed: int) -> None:
+        try:
+            for _ in range(10):
+                a = _buffer(device, [seed] * ELEMENTS)
+                b = _buffer(device, [0] * ELEMENTS)
+                _run(device, _chain(executable, a, b, 6))
+                if _values(a) != [seed + 21] * ELEMENTS:
+                    failures.append(seed)
+        except BaseException as error:  # reported below, not lost in the thread
+            failures.append(error)
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in (100, 200)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    device.close()
+    assert failures == []
+
+
+class _PooledSync(SyncDevice):
+    """local-sync running its dispatches in a given pool (the fork test's)."""
+
+    __slots__ = ()
+    pool: NativePool
+
+    def _native_pool(self):
+        return _PooledSync.pool
+
+
+def test_a_forked_child_runs_without_the_parents_threads(build):
+    _PooledSync.pool = NativePool(2)
+    device = _PooledSync()
+    executable = device.create_executable(EMBEDDED_FORMAT, build())
+    a, b = _buffer(device, [5] * ELEMENTS), _buffer(device, [0] * ELEMENTS)
+    _run(device, _chain(executable, a, b, 2))  # the pool's threads have started
+    assert _values(a) == [8] * ELEMENTS
+    pid = os.fork()
+    if pid == 0:  # the child: no pool threads; a hang here fails the wait below
+        try:
+            _run(device, _chain(executable, a, b, 2))
+            os._exit(0 if _values(a) == [11] * ELEMENTS else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    _PooledSync.pool.close()
+    _run(device, _chain(executable, a, b, 2))  # a closed pool runs on the caller
+    assert _values(a) == [11] * ELEMENTS
