@@ -120,6 +120,8 @@ CDEF = """
                                  const uint32_t workgroup_count[3], uint32_t max_concurrency,
                                  const char* constants, size_t constants_size,
                                  uint32_t binding_count);
+    void vmrt_dispatch_blocks_copy(vmrt_dispatch_block_t* target,
+                                   const vmrt_dispatch_block_t* source, uint32_t count);
     typedef struct vmrt_library vmrt_library_t;
     void vmrt_cpu_data(uint64_t out[8]);
     int vmrt_library_open(void* query_fn, uintptr_t image_base, size_t image_size,
@@ -141,14 +143,14 @@ CDEF = """
     /* Native dispatches of a command buffer in one call (vmrt_pool.c) */
     typedef struct vmrt_pool_task_t {
       const vmrt_library_t* library;
-      vmrt_dispatch_block_t* block;
       uint32_t ordinal;
       uint32_t region;
     } vmrt_pool_task_t;
     typedef struct vmrt_pool vmrt_pool_t;
     vmrt_pool_t* vmrt_pool_create(uint32_t participants);
     void vmrt_pool_destroy(vmrt_pool_t* pool);
-    int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks, uint32_t count);
+    int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks,
+                          vmrt_dispatch_block_t* blocks, uint32_t count);
     int vmrt_system_library_load(const uint8_t* data, size_t size, void** out_handle,
                                  void** out_query_fn, char* error, size_t error_capacity);
     void vmrt_system_library_unload(void* handle);

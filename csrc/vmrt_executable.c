@@ -268,6 +268,16 @@ int vmrt_dispatch_block_init(vmrt_dispatch_block_t* b, const uint32_t size[3],
   return 0;
 }
 
+void vmrt_dispatch_blocks_copy(vmrt_dispatch_block_t* target,
+                               const vmrt_dispatch_block_t* source, uint32_t count) {
+  memcpy(target, source, (size_t)count * sizeof(*target));
+  for (uint32_t i = 0; i < count; ++i) { /* the state points into its own block */
+    target[i].state.constants = target[i].constants;
+    target[i].state.binding_ptrs = (void* const*)target[i].binding_addresses;
+    target[i].state.binding_lengths = target[i].binding_lengths;
+  }
+}
+
 /* Records the first failure; later ones (other workers) keep it. */
 static int record_failure(vmrt_dispatch_block_t* b, int ret, uint64_t index) {
   int32_t expected = 0;

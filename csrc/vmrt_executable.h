@@ -162,6 +162,11 @@ int vmrt_library_dispatch(const vmrt_library_t* library, uint32_t ordinal,
                           uint32_t processor_id, void* local_memory,
                           uint32_t local_memory_size);
 
+/* Copies `count` blocks laid out by vmrt_dispatch_block_init (their states point
+ * into the copies, not the originals). */
+void vmrt_dispatch_blocks_copy(vmrt_dispatch_block_t* target,
+                               const vmrt_dispatch_block_t* source, uint32_t count);
+
 /* Runs workgroups of [0, total) taken block->grain at a time from block->next
  * until none are left: every worker of a dispatch calls it, so a worker that
  * gets a core late takes less work (IREE's task system balances the same way). */

@@ -42,6 +42,7 @@ struct vmrt_pool {
   vmrt_pool_worker_t workers[VMRT_POOL_MAX];
   /* The current run: written by the caller before `generation` moves. */
   const vmrt_pool_task_t* tasks;
+  vmrt_dispatch_block_t* blocks;
   uint32_t count;
   uint32_t run_participants;
   uint32_t stop; /* a dispatch failed: later regions do not start */
@@ -99,13 +100,14 @@ static uint64_t workgroup_total(const vmrt_dispatch_block_t* b) {
  * taken from the shared counters, a barrier after each region. */
 static void run_share(vmrt_pool_t* pool, uint32_t self, uint32_t phase) {
   const vmrt_pool_task_t* tasks = pool->tasks;
+  vmrt_dispatch_block_t* blocks = pool->blocks;
   uint32_t count = pool->count, participants = pool->run_participants;
   for (uint32_t i = 0; i < count;) {
     uint32_t end = i + 1;
     while (end < count && tasks[end].region == tasks[i].region) ++end;
     for (uint32_t t = i; t < end && !__atomic_load_n(&pool->stop, __ATOMIC_RELAXED); ++t) {
-      if (vmrt_library_dispatch_shared(tasks[t].library, tasks[t].ordinal, tasks[t].block,
-                                       workgroup_total(tasks[t].block), self, pool->local[self],
+      if (vmrt_library_dispatch_shared(tasks[t].library, tasks[t].ordinal, &blocks[t],
+                                       workgroup_total(&blocks[t]), self, pool->local[self],
                                        pool->local_size[self]))
         __atomic_store_n(&pool->stop, 1, __ATOMIC_RELAXED);
     }
@@ -173,15 +175,15 @@ void vmrt_pool_destroy(vmrt_pool_t* pool) {
 }
 
 /* The local memory every task may use, and the most workgroups any one has. */
-static void measure_tasks(const vmrt_pool_task_t* tasks, uint32_t count, uint32_t* local,
-                          uint64_t* widest) {
+static void measure_tasks(const vmrt_pool_task_t* tasks, const vmrt_dispatch_block_t* blocks,
+                          uint32_t count, uint32_t* local, uint64_t* widest) {
   vmrt_export_info_t info;
   *local = 0;
   *widest = 0;
   for (uint32_t i = 0; i < count; ++i) {
     vmrt_library_export_info(tasks[i].library, tasks[i].ordinal, &info);
     if (info.local_memory_size > *local) *local = info.local_memory_size;
-    uint64_t total = workgroup_total(tasks[i].block);
+    uint64_t total = workgroup_total(&blocks[i]);
     if (total > *widest) *widest = total;
   }
 }
@@ -197,37 +199,40 @@ static int grow_local(void** memory, uint32_t* size, uint32_t needed) {
   return 0;
 }
 
-static int64_t first_failure(const vmrt_pool_task_t* tasks, uint32_t count) {
+static int64_t first_failure(const vmrt_dispatch_block_t* blocks, uint32_t count) {
   for (uint32_t i = 0; i < count; ++i)
-    if (tasks[i].block->failed) return i;
+    if (blocks[i].failed) return i;
   return -1;
 }
 
 /* A run on the calling thread alone, with local memory of its own (no pool, or
  * a pool inherited through fork, whose threads and lock are not this process's). */
-static int64_t run_alone(const vmrt_pool_task_t* tasks, uint32_t count, uint32_t local) {
+static int64_t run_alone(const vmrt_pool_task_t* tasks, vmrt_dispatch_block_t* blocks,
+                         uint32_t count, uint32_t local) {
   vmrt_pool_t solo;
   memset(&solo, 0, sizeof(solo));
   if (grow_local(&solo.local[0], &solo.local_size[0], local)) return -2;
   solo.tasks = tasks;
+  solo.blocks = blocks;
   solo.count = count;
   solo.run_participants = 1;
   run_share(&solo, 0, 0);
   free(solo.local[0]);
-  return first_failure(tasks, count);
+  return first_failure(blocks, count);
 }
 
-int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks, uint32_t count) {
+int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks,
+                      vmrt_dispatch_block_t* blocks, uint32_t count) {
   uint32_t local;
   uint64_t widest;
-  measure_tasks(tasks, count, &local, &widest);
+  measure_tasks(tasks, blocks, count, &local, &widest);
   for (uint32_t i = 0; i < count; ++i) {
-    vmrt_dispatch_block_t* b = tasks[i].block;
+    vmrt_dispatch_block_t* b = &blocks[i];
     b->next = 0;
     b->failed = 0;
   }
   if (!pool || pool->pid != getpid() || pool->participants == 1 || widest <= 1)
-    return run_alone(tasks, count, local);
+    return run_alone(tasks, blocks, count, local);
   pthread_mutex_lock(&pool->run_lock);
   /* Every worker takes part in every run, with work or without: a worker left
    * out could not tell, when it wakes late, which run it was left out of. */
@@ -239,11 +244,12 @@ int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks, uint32_t
     }
   }
   for (uint32_t i = 0; i < count; ++i) {
-    vmrt_dispatch_block_t* b = tasks[i].block;
+    vmrt_dispatch_block_t* b = &blocks[i];
     uint64_t grain = workgroup_total(b) / (4 * (uint64_t)participants);
     b->grain = grain ? grain : 1;
   }
   pool->tasks = tasks;
+  pool->blocks = blocks;
   pool->count = count;
   pool->run_participants = participants;
   pool->stop = 0;
@@ -252,6 +258,7 @@ int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks, uint32_t
   run_share(pool, 0, phase);
   /* Every participant has passed the last barrier: none reads the tasks again. */
   pool->tasks = NULL;
+  pool->blocks = NULL;
   pthread_mutex_unlock(&pool->run_lock);
-  return first_failure(tasks, count);
+  return first_failure(blocks, count);
 }

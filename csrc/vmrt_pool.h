@@ -15,9 +15,10 @@
 
 #include "vmrt_executable.h"
 
+/* What stays the same between runs of a command buffer; its blocks (bindings)
+ * are new each run, one per task, in a separate array. */
 typedef struct vmrt_pool_task_t {
   const vmrt_library_t* library;
-  vmrt_dispatch_block_t* block;
   uint32_t ordinal;
   uint32_t region; /* nondecreasing along the list */
 } vmrt_pool_task_t;
@@ -31,11 +32,12 @@ vmrt_pool_t* vmrt_pool_create(uint32_t participants);
 /* Stops and joins the threads; frees local memory. */
 void vmrt_pool_destroy(vmrt_pool_t* pool);
 
-/* Runs `tasks` region by region (one run at a time per pool: a second caller
+/* Runs `tasks` (with `blocks`) region by region (one run at a time per pool: a second caller
  * waits). Returns -1 when every dispatch succeeded, else the index of the first
  * task whose dispatch failed (its block says which workgroup and why); later
  * regions do not start after a failure. -2: out of memory for local memory.
  * A pool used in a process forked from its creator runs on the caller alone. */
-int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks, uint32_t count);
+int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks,
+                      vmrt_dispatch_block_t* blocks, uint32_t count);
 
 #endif /* VMRT_POOL_H_ */

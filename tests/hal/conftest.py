@@ -47,3 +47,27 @@ def reference_run(vmfb: Path, function: str, *flags: str) -> tuple[int, list[str
                              f"--function={function}", *flags],
                             capture_output=True, text=True, timeout=60)
     return result.returncode, result.stdout.splitlines()[1:], result.stderr
+
+
+NATIVE_LIBRARY_SOURCE = Path(__file__).resolve().parent / "native" / "test_library.c"
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    """build(**macros) -> the test library's bytes (one ELF serves both formats:
+    self-contained, position independent, no libc)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    folder = tmp_path_factory.mktemp("native_lib")
+    built: dict = {}
+
+    def build(**macros) -> bytes:
+        key = tuple(sorted(macros.items()))
+        if key not in built:
+            out = folder / f"lib{len(built)}.so"
+            defines = [f"-D{k}={v}" for k, v in key]
+            subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-nostdlib", *defines,
+                            str(NATIVE_LIBRARY_SOURCE), "-o", str(out)], check=True)
+            built[key] = out.read_bytes()
+        return built[key]
+    return build

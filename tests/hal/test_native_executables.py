@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -23,32 +22,10 @@ from vmrt.hal.native_loader import (
 pytestmark = pytest.mark.skipif(native_unavailable_reason() is not None,
                                 reason=str(native_unavailable_reason()))
 
-SOURCE = Path(__file__).resolve().parent / "native" / "test_library.c"
 FORMATS = (EMBEDDED_FORMAT, SYSTEM_FORMAT)
 DEVICE_LOCAL = int(MemoryType.DEVICE_LOCAL)
 DEFAULT = int(BufferUsage.DEFAULT)
 ANY = int(CommandCategory.ANY)
-
-
-@pytest.fixture(scope="module")
-def build(tmp_path_factory):
-    """build(**macros) -> the test library's bytes (one ELF serves both formats:
-    self-contained, position independent, no libc)."""
-    if shutil.which("gcc") is None:
-        pytest.skip("needs gcc")
-    folder = tmp_path_factory.mktemp("native_lib")
-    built: dict = {}
-
-    def build(**macros) -> bytes:
-        key = tuple(sorted(macros.items()))
-        if key not in built:
-            out = folder / f"lib{len(built)}.so"
-            defines = [f"-D{k}={v}" for k, v in key]
-            subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-nostdlib", *defines,
-                            str(SOURCE), "-o", str(out)], check=True)
-            built[key] = out.read_bytes()
-        return built[key]
-    return build
 
 
 @pytest.fixture(params=["local-sync", "local-task"])

@@ -14,11 +14,11 @@ import threading
 import pytest
 
 from vmrt import timeline
-from vmrt.hal import HalError, create_device
+from vmrt.hal import BufferUsage, HalError, create_device
 from vmrt.hal.device import SyncDevice
 from vmrt.hal.native_loader import EMBEDDED_FORMAT, NativePool, native_unavailable_reason
 
-from tests.hal.test_native_executables import ANY, _buffer, _values, build  # noqa: F401
+from tests.hal.test_native_executables import ANY, DEFAULT, DEVICE_LOCAL, _buffer, _values
 
 pytestmark = pytest.mark.skipif(native_unavailable_reason() is not None,
                                 reason=str(native_unavailable_reason()))
@@ -175,3 +175,23 @@ def test_a_forked_child_runs_without_the_parents_threads(build):
     _PooledSync.pool.close()
     _run(device, _chain(executable, a, b, 2))  # a closed pool runs on the caller
     assert _values(a) == [11] * ELEMENTS
+
+
+def test_a_workgroup_count_read_from_a_buffer_each_run(build, device):
+    executable = device.create_executable(EMBEDDED_FORMAT, build())
+    a, b = _buffer(device, list(range(ELEMENTS))), _buffer(device, [0] * ELEMENTS)
+    counts = device.allocator.allocate_buffer(
+        DEVICE_LOCAL, DEFAULT | int(BufferUsage.DISPATCH_INDIRECT_PARAMETERS), 12)
+    cb = device.create_command_buffer(0, ANY)
+    cb.begin()
+    cb.dispatch(executable, 0, None, struct.pack("<i", 3),
+                [(a, 0, 0, -1), (b, 0, 0, -1)], workgroup_count_ref=(counts, 0, 0, 12))
+    cb.end()
+    for rows in (1, 64, 2):  # the same command buffer: the count is read at each run
+        counts.map_write(0, struct.pack("<3I", 64, rows, 1))
+        b.map_write(0, bytes(4 * ELEMENTS))
+        signal = device.create_fence()
+        device.queue_execute(-1, None, signal, cb)
+        signal.wait()
+        done = 64 * rows
+        assert _values(b) == [v + 3 for v in range(done)] + [0] * (ELEMENTS - done)

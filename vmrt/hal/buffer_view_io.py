@@ -15,6 +15,7 @@ import functools
 import math
 import re
 import struct
+import sys
 
 from vmrt.elements import (
     NARROW_FLOATS, ElementType, NumericalType, atof, atoi, e8m0_to_f32, element_bit_count,
@@ -263,14 +264,26 @@ def element_type_for_dtype(dtype) -> int:
     raise HalError(f"numpy dtype {dtype} has no IREE element type", StatusCode.INVALID_ARGUMENT)
 
 
+_LITTLE_ENDIAN = sys.byteorder == "little"
+
+#: Element types of the dtypes arrays arrived with (a host call converts the same
+#: few dtypes again and again).
+_ELEMENT_TYPES: dict = {}
+
+
 def buffer_view_from_numpy(array, device_or_allocator) -> BufferView:
     """A new buffer view holding a copy of a numpy array (C order, little-endian)."""
     import numpy as np
     array = np.asarray(array)
-    element_type = element_type_for_dtype(array.dtype)
-    contiguous = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+    dtype = array.dtype
+    element_type = _ELEMENT_TYPES.get(dtype)
+    if element_type is None:
+        element_type = _ELEMENT_TYPES[dtype] = element_type_for_dtype(dtype)
+    if not (array.flags.c_contiguous and (dtype.byteorder in "<|" or
+                                          dtype.byteorder == "=" and _LITTLE_ENDIAN)):
+        array = np.ascontiguousarray(array, dtype=dtype.newbyteorder("<"))
     return buffer_view_from_bytes(device_or_allocator, array.shape, element_type,
-                                  memoryview(contiguous).cast("B") if contiguous.size else b"")
+                                  memoryview(array).cast("B") if array.size else b"")
 
 
 def buffer_view_to_numpy(view: BufferView):

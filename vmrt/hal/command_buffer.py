@@ -206,11 +206,19 @@ class DispatchCommand:
 
     def resolve(self, table) -> DispatchState:
         """The dispatch with its bindings mapped and its workgroup count read."""
-        count = self.workgroup_count
-        if self.workgroup_count_ref is not None:
-            buffer, offset, _ = resolve_ref(table, self.workgroup_count_ref)
-            _require(buffer, "workgroup count buffer")
-            count = _WORKGROUP_COUNT.unpack(buffer.map_range(_ACCESS_READ, offset, 12))
+        return DispatchState(self.function, self.count_of(table), (1, 1, 1), self.constants,
+                             self.binding_views(table), guard=current_guard())
+
+    def count_of(self, table) -> tuple:
+        """The workgroup count: recorded, or read from its buffer now."""
+        if self.workgroup_count_ref is None:
+            return tuple(self.workgroup_count)
+        buffer, offset, _ = resolve_ref(table, self.workgroup_count_ref)
+        _require(buffer, "workgroup count buffer")
+        return _WORKGROUP_COUNT.unpack(buffer.map_range(_ACCESS_READ, offset, 12))
+
+    def binding_views(self, table) -> list[memoryview]:
+        """The bytes of every binding, mapped for the dispatch."""
         views = []
         for index, ref in enumerate(self.bindings):
             buffer, offset, length = resolve_ref(table, ref)
@@ -218,8 +226,7 @@ class DispatchCommand:
                 raise HalError(f"required binding {index} is NULL; all bindings must have a "
                                "valid pointer", StatusCode.FAILED_PRECONDITION)
             views.append(buffer.map_binding(offset, length))
-        return DispatchState(self.function, tuple(count), (1, 1, 1), self.constants, views,
-                             guard=current_guard())
+        return views
 
     def run(self, table, runner) -> None:
         runner(self.executable, self.resolve(table))
@@ -245,7 +252,7 @@ class CommandBuffer(RefObject):
 
     __slots__ = ("allocator", "mode", "categories", "queue_affinity", "binding_capacity",
                  "binding_count", "commands", "slot_requirements", "_began", "_ended",
-                 "_debug_depth", "_validate", "_open", "_regions", "charge")
+                 "_debug_depth", "_validate", "_open", "_regions", "_plans", "charge")
 
     def __init__(self, allocator: HeapAllocator, mode: int, categories: int,
                  queue_affinity: int = -1, binding_capacity: int = 0):
@@ -263,6 +270,7 @@ class CommandBuffer(RefObject):
         self._validate = not mode & _UNVALIDATED
         self._open = False  # between begin() and end(): the fast path of recording checks
         self._regions = None
+        self._plans: dict = {}
         # A vmrt.vm.limits.MemoryHold when a context with limits records it: each
         # recorded command and the bytes it copies are charged while it lives.
         self.charge = None
@@ -479,6 +487,16 @@ class CommandBuffer(RefObject):
         if self._ended:
             self._regions = regions
         return regions
+
+    def plan(self, key, build):
+        """`build(self)`, kept under `key` once the buffer is finalized: how a device
+        runs it (devices key by what their plan depends on)."""
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = build(self)
+            if self._ended:
+                self._plans[key] = plan
+        return plan
 
 
 def _end(ref) -> int:

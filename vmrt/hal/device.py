@@ -35,6 +35,10 @@ _ACCESS_WRITE = int(MemoryAccess.WRITE)
 _ACCESS_READ = int(MemoryAccess.READ)
 
 
+#: Kinds of the steps of a command buffer's plan (Device._plan).
+_NATIVE, _TRANSFERS, _DISPATCHES = "native", "transfers", "dispatches"
+
+
 def as_error(exc: BaseException) -> VmrtError:
     """A status-carrying error for anything a queue operation raised."""
     if isinstance(exc, VmrtError):
@@ -192,34 +196,48 @@ class Device(RefObject):
         self._submit(wait, signal, lambda: self._execute(command_buffer, table))
 
     def _execute(self, command_buffer: CommandBuffer, table) -> None:
-        """Runs the commands region by region. Dispatches of native executables
-        gather across regions and run in one C call (NativePool) until a region
-        needs Python: its transfer commands, or another kind of executable."""
+        """Runs the commands region by region, as planned once per command buffer
+        (`_plan`); under a timeline every dispatch is its own traced step."""
         tracer = timeline.active
-        pooled: list[tuple] = []  # (executable, prepared, region number)
-        for number, region in enumerate(command_buffer.regions()):
-            dispatches = []
-            for command in region:
-                if isinstance(command, DispatchCommand):
-                    executable = command.executable if tracer is None else \
-                        TracedExecutable(tracer, command.executable, command.function)
-                    dispatches.append((executable, command.resolve(table)))
-                else:
-                    pooled = self._run_pooled(pooled)
+        steps = command_buffer.plan(("steps", self.concurrency, tracer is None), self._plan)
+        for kind, item in steps:
+            if kind is _NATIVE:
+                item.run(self._native_pool(), table)
+            elif kind is _TRANSFERS:
+                for command in item:
                     command.run(table, None)
-            if all(executable.pooled for executable, _ in dispatches):
-                for executable, state in dispatches:
-                    state.max_concurrency = self.concurrency
-                    pooled.append((executable, executable.prepare(state), number))
             else:
-                pooled = self._run_pooled(pooled)
-                self._run_dispatches(dispatches)
-        self._run_pooled(pooled)
+                self._run_dispatches([
+                    (command.executable if tracer is None else
+                     TracedExecutable(tracer, command.executable, command.function),
+                     command.resolve(table)) for command in item])
 
-    def _run_pooled(self, pooled: list[tuple]) -> list[tuple]:
-        """Runs the gathered native dispatches; returns an empty list for more."""
+    def _plan(self, command_buffer: CommandBuffer) -> list[tuple]:
+        """The steps of a command buffer: its transfer commands; dispatches of native
+        executables gathered across regions into NativePlans (one C call each) until
+        a region needs Python; other dispatches region by region."""
+        pooling = timeline.active is None
+        steps: list[tuple] = []
+        pooled: list[tuple] = []  # (DispatchCommand, region number)
+        for number, region in enumerate(command_buffer.regions()):
+            dispatches = [c for c in region if isinstance(c, DispatchCommand)]
+            transfers = [c for c in region if not isinstance(c, DispatchCommand)]
+            if transfers:
+                pooled = self._close_plan(steps, pooled)
+                steps.append((_TRANSFERS, transfers))
+            if pooling and all(c.executable.pooled for c in dispatches):
+                pooled.extend((command, number) for command in dispatches)
+            else:
+                pooled = self._close_plan(steps, pooled)
+                steps.append((_DISPATCHES, dispatches))
+        self._close_plan(steps, pooled)
+        return steps
+
+    def _close_plan(self, steps: list[tuple], pooled: list[tuple]) -> list[tuple]:
+        """Adds the gathered native dispatches as one step; an empty list for more."""
         if pooled:
-            self._native_pool().run(pooled)
+            from vmrt.hal.native_loader import NativePlan
+            steps.append((_NATIVE, NativePlan(pooled, self.concurrency)))
         return []
 
     def _native_pool(self):

@@ -146,18 +146,24 @@ class NativeExecutable(Executable):
             _lib.vmrt_library_close(library)
             self._image.close()
 
-    def prepare(self, state: DispatchState) -> _PreparedDispatch:
-        info = self.functions[state.function] if 0 <= state.function < len(self.functions) \
-            else self.function_info(state.function)  # (raises OUT_OF_RANGE)
-        bindings = state.bindings
-        block = _ffi.new("vmrt_dispatch_block_t*")
-        if _lib.vmrt_dispatch_block_init(block, info.workgroup_size, state.workgroup_count,
-                                         state.max_concurrency, state.constants,
-                                         len(state.constants), len(bindings)):
-            raise HalError(f"dispatch {info.name}: workgroup count {state.workgroup_count}, "
-                           f"{len(state.constants)} constant bytes or {len(bindings)} "
+    def init_block(self, block, function: int, count, concurrency: int, constants: bytes,
+                   binding_count: int) -> None:
+        """Lays out a vmrt_dispatch_block_t (all but the binding addresses)."""
+        info = self.functions[function] if 0 <= function < len(self.functions) \
+            else self.function_info(function)  # (raises OUT_OF_RANGE)
+        if _lib.vmrt_dispatch_block_init(block, info.workgroup_size, count, concurrency,
+                                         constants, len(constants), binding_count):
+            raise HalError(f"dispatch {info.name}: workgroup count {tuple(count)}, "
+                           f"{len(constants)} constant bytes or {binding_count} "
                            "bindings out of range (z at most 65535, at most 64 each)",
                            StatusCode.OUT_OF_RANGE)
+
+    def prepare(self, state: DispatchState) -> _PreparedDispatch:
+        bindings = state.bindings
+        block = _ffi.new("vmrt_dispatch_block_t*")
+        self.init_block(block, state.function, state.workgroup_count, state.max_concurrency,
+                        state.constants, len(bindings))
+        info = self.functions[state.function]
         # Addresses only: a cffi view of a memoryview alive in a frame that an
         # exception holds can crash the garbage collector. The memoryviews in
         # `bindings` pin the memory while the dispatch runs.
@@ -192,15 +198,14 @@ class NativeExecutable(Executable):
             failed = _lib.vmrt_library_dispatch_shared(self._library, prepared.ordinal, block,
                                                        stop, worker_id, local, size)
         if failed:
-            self._raise_failure(prepared)
+            self._raise_failure(prepared.name, prepared.block)
 
     @staticmethod
-    def _raise_failure(prepared: _PreparedDispatch) -> None:
-        block = prepared.block
+    def _raise_failure(name: str, block) -> None:
         plane = block.state.workgroup_count_x * block.state.workgroup_count_y
         z, rest = divmod(block.failed_index, plane)
         y, x = divmod(rest, block.state.workgroup_count_x)
-        raise HalError(f"dispatch {prepared.name} workgroup ({x}, {y}, {z}): executable "
+        raise HalError(f"dispatch {name} workgroup ({x}, {y}, {z}): executable "
                        f"entry point returned catastrophic error {block.result}",
                        StatusCode.INTERNAL)
 
@@ -240,28 +245,77 @@ class NativePool:
             cls._solo = cls(1)
         return cls._solo
 
-    def run(self, dispatches) -> None:
-        """`dispatches`: (NativeExecutable, prepared dispatch, region number) in
-        region order; a failed dispatch raises as NativeExecutable.run_range does."""
-        tasks = _ffi.new("vmrt_pool_task_t[]", len(dispatches))
-        for task, (executable, prepared, region) in zip(tasks, dispatches):
-            if executable._library is None:
-                raise HalError("dispatch of a released executable",
-                               StatusCode.FAILED_PRECONDITION)
-            task.library, task.block = executable._library, prepared.block
-            task.ordinal, task.region = prepared.ordinal, region
-        failed = _lib.vmrt_pool_run(self._pool, tasks, len(dispatches))
+    def run(self, tasks, blocks, count: int) -> int:
+        """Runs `count` tasks with their blocks; the index of the first failed one, or -1."""
+        failed = _lib.vmrt_pool_run(self._pool, tasks, blocks, count)
         if failed == -2:
             raise HalError("cannot allocate the local memory of a dispatch",
                            StatusCode.RESOURCE_EXHAUSTED)
-        if failed >= 0:
-            NativeExecutable._raise_failure(dispatches[failed][1])
+        return failed
 
     def close(self) -> None:
         """Stops the threads (a closed pool runs on the caller alone)."""
         if self._finalizer is not None:
             self._finalizer()
             self._pool = _ffi.NULL
+
+
+class NativePlan:
+    """Native dispatches of consecutive regions of one command buffer, ready to run
+    many times: libraries, regions, workgroup counts and constants are laid out once
+    (`template`); a run copies the template and fills in what a binding table
+    decides, the bindings (and counts read from buffers)."""
+
+    __slots__ = ("commands", "tasks", "template", "counted", "concurrency")
+
+    def __init__(self, entries, concurrency: int):
+        """`entries`: (DispatchCommand of a NativeExecutable, region number) pairs."""
+        count = len(entries)
+        self.commands = [command for command, _ in entries]
+        self.concurrency = concurrency
+        self.tasks = _ffi.new("vmrt_pool_task_t[]", count)
+        self.template = _ffi.new("vmrt_dispatch_block_t[]", count)
+        self.counted = []  # dispatches whose workgroup count is read when they run
+        for i, (command, region) in enumerate(entries):
+            task = self.tasks[i]
+            task.ordinal, task.region = command.function, region
+            if command.workgroup_count_ref is None:
+                command.executable.init_block(self.template + i, command.function,
+                                              command.workgroup_count, concurrency,
+                                              command.constants, len(command.bindings))
+            else:
+                self.counted.append(i)
+
+    def run(self, pool: NativePool, table) -> None:
+        blocks = _ffi.new("vmrt_dispatch_block_t[]", len(self.commands))
+        _lib.vmrt_dispatch_blocks_copy(blocks, self.template, len(self.commands))
+        pinned = []  # the mapped bindings: alive until the run ends
+        for i in self.counted:
+            command = self.commands[i]
+            command.executable.init_block(blocks + i, command.function, command.count_of(table),
+                                          self.concurrency, command.constants,
+                                          len(command.bindings))
+        tasks = self.tasks
+        for i, command in enumerate(self.commands):
+            library = command.executable._library
+            if library is None:
+                raise HalError("dispatch of a released executable",
+                               StatusCode.FAILED_PRECONDITION)
+            tasks[i].library = library
+            block = blocks[i]
+            addresses, lengths = block.binding_addresses, block.binding_lengths
+            views = command.binding_views(table)
+            for b, view in enumerate(views):
+                # (a temporary cffi view: nothing holds it past this line; see prepare)
+                addresses[b] = int(_ffi.cast("uintptr_t", _ffi.from_buffer(view))) \
+                    if len(view) else 0
+                lengths[b] = len(view)
+            pinned.append(views)
+        failed = pool.run(tasks, blocks, len(self.commands))
+        if failed >= 0:
+            command = self.commands[failed]
+            NativeExecutable._raise_failure(command.executable.functions[command.function].name,
+                                            blocks + failed)
 
 
 class NativeLoader(ExecutableLoader):

@@ -26,7 +26,9 @@ def copy_error(error: VmrtError) -> HalError:
 
 #: One condition for every semaphore: state changes are rare and short, and a
 #: per-semaphore Condition costs more to create than a whole queue operation.
-_CHANGED = threading.Condition(threading.Lock())
+_CHANGED_LOCK = threading.Lock()
+#: (`with _CHANGED_LOCK` is Condition's own lock without its Python-level __enter__.)
+_CHANGED = threading.Condition(_CHANGED_LOCK)
 #: Threads blocked in _CHANGED.wait() (changed under _CHANGED): signals skip
 #: notify_all, a few Python calls, when nobody waits.
 _waiting = 0
@@ -101,7 +103,7 @@ class Semaphore(RefObject):
         return self._value
 
     def signal(self, value: int) -> None:
-        with _CHANGED:
+        with _CHANGED_LOCK:
             if self._failure is not None:
                 raise copy_error(self._failure)
             if value <= self._value:
