@@ -260,19 +260,21 @@ class HalModule(NativeModule, name="hal", version=7):
     def buffer_assert(self, buffer, message, allocator, minimum_length, memory_types,
                       buffer_usage):
         buffer = deref(buffer, Buffer, "buffer")
-        text = _string(deref(message, VMBuffer, "buffer"))
+        message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
         if buffer.byte_length < minimum_length:
-            raise HalError(f"{text} buffer byte length {buffer.byte_length} less than expected "
-                           f"minimum {minimum_length}", StatusCode.INVALID_ARGUMENT)
+            raise HalError(f"{_string(message)} buffer byte length {buffer.byte_length} less "
+                           f"than expected minimum {minimum_length}",
+                           StatusCode.INVALID_ARGUMENT)
         required_types = _u32(memory_types)
         if buffer.memory_type & required_types != required_types:
-            raise HalError(f"{text} buffer memory type is not compatible; buffer has "
-                           f"{format_memory_type(buffer.memory_type)}, operation requires "
+            raise HalError(f"{_string(message)} buffer memory type is not compatible; buffer "
+                           f"has {format_memory_type(buffer.memory_type)}, operation requires "
                            f"{format_memory_type(required_types)}", StatusCode.PERMISSION_DENIED)
         required_usage = _u32(buffer_usage)
         if buffer.allowed_usage & required_usage != required_usage:
-            raise HalError(f"{text} requested usage was not specified when the buffer was "
-                           f"allocated; buffer allows {format_buffer_usage(buffer.allowed_usage)}"
+            raise HalError(f"{_string(message)} requested usage was not specified when the "
+                           f"buffer was allocated; buffer allows "
+                           f"{format_buffer_usage(buffer.allowed_usage)}"
                            f", operation requires {format_buffer_usage(required_usage)}",
                            StatusCode.PERMISSION_DENIED)
         deref(allocator, HeapAllocator, "allocator")
@@ -315,14 +317,15 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rriiCID_v", name="buffer_view.assert")
     def buffer_view_assert(self, view, message, element_type, encoding_type, shape):
         view = deref(view, BufferView, "buffer_view")
-        text = _string(deref(message, VMBuffer, "buffer"))
+        message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
         expected_encoding = _u32(encoding_type)
         if view.encoding_type != EncodingType.OPAQUE and view.encoding_type != expected_encoding:
-            raise HalError(f"{text} encoding mismatch; expected {expected_encoding:08X} but have "
-                           f"{view.encoding_type:08X}", StatusCode.INVALID_ARGUMENT)
+            raise HalError(f"{_string(message)} encoding mismatch; expected "
+                           f"{expected_encoding:08X} but have {view.encoding_type:08X}",
+                           StatusCode.INVALID_ARGUMENT)
         expected_type = _u32(element_type)
         if not element_types_compatible(view.element_type, expected_type):
-            raise HalError(f"{text} element type mismatch; expected "
+            raise HalError(f"{_string(message)} element type mismatch; expected "
                            f"{format_element_type(expected_type)} ({expected_type:08X}) but have "
                            f"{format_element_type(view.element_type)} ({view.element_type:08X})",
                            StatusCode.INVALID_ARGUMENT)
@@ -330,13 +333,14 @@ class HalModule(NativeModule, name="hal", version=7):
         actual = view.shape
         problem = None
         if len(actual) != len(expected):
-            problem = (f"{text} shape rank mismatch; expected {len(expected)}"
+            problem = (f"{_string(message)} shape rank mismatch; expected {len(expected)}"
                        f"{' (scalar)' if not expected else ''} but have {len(actual)}"
                        f"{' (scalar)' if not actual else ''}")
         else:
             for i, (a, e) in enumerate(zip(actual, expected)):
                 if a != e:
-                    problem = f"{text} shape dimension {i} mismatch; expected {e} but have {a}"
+                    problem = (f"{_string(message)} shape dimension {i} mismatch; expected {e} "
+                               f"but have {a}")
                     break
         if problem is not None:
             error = HalError(problem, StatusCode.INVALID_ARGUMENT)
