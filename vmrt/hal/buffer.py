@@ -29,7 +29,7 @@ _HOST_VISIBLE = int(MemoryType.HOST_VISIBLE)
 _USAGE_MAPPING_PERSISTENT = int(BufferUsage.MAPPING_PERSISTENT)
 
 #: Allocations at least this large are anonymous mappings (see zeroed_memory).
-MAPPED_ALLOCATION_BYTES = 2 << 20
+MAPPED_ALLOCATION_BYTES = 32 << 20
 _MAP_ANONYMOUS = getattr(mmap, "MAP_ANONYMOUS", 0)
 
 #: Taken while an allocation moves to private pages (Buffer._make_private).
@@ -48,8 +48,11 @@ def zeroed_memory(size: int):
     touch faults in 2 MiB at a time. bytearray(n) instead mallocs and memsets,
     faulting in every 4 KiB page up front (a 14 MiB slab, fresh process,
     Linux 6.x, 2 cores: ~8 ms bytearray vs ~1-2 ms mapping incl. writing it all;
-    ~0.7 vs ~0.9 ms once malloc recycles freed heap). Small sizes stay
-    bytearrays: a mapping costs ~2 us and a syscall (bytearray: ~0.2 us).
+    ~0.7 vs ~0.9 ms once malloc recycles freed heap). Sizes below 32 MiB (glibc's
+    largest dynamic mmap threshold) stay bytearrays all the same: a model's
+    per-call buffers come and go at the same sizes, and recycled heap pages fault
+    nothing in (a 4 MiB buffer written whole: ~0.23 ms, ~0.32 from a new mapping),
+    so only a buffer's first allocation pays; small ones would pay a syscall too.
     """
     if size >= MAPPED_ALLOCATION_BYTES and _MAP_ANONYMOUS:
         try:
