@@ -82,6 +82,23 @@ def test_import_of_read_only_memory_for_writing_is_refused(allocator):
     assert info.value.code == StatusCode.PERMISSION_DENIED
 
 
+def test_importer_imports_each_memory_as_import_buffer_does(allocator):
+    read = int(MemoryAccess.READ)
+    import_memory = allocator.importer(DEVICE_LOCAL, DEFAULT, read)
+    imported = [import_memory(bytes([i]) * 4) for i in range(3)]
+    single = allocator.import_buffer(b"\x07" * 4, DEVICE_LOCAL, DEFAULT, read)
+    assert [bytes(b.view()) for b in imported] == [bytes([i]) * 4 for i in range(3)]
+    assert {(b.memory_type, b.allowed_usage, b.allowed_access) for b in imported} == {
+        (single.memory_type, single.allowed_usage, single.allowed_access)}
+    assert allocator.statistics.buffers_imported == 4
+    with pytest.raises(HalError) as info:  # each memory is still checked
+        allocator.importer(DEVICE_LOCAL, DEFAULT, int(MemoryAccess.ALL))(b"abcd")
+    assert info.value.code == StatusCode.PERMISSION_DENIED
+    defaults = allocator.importer(0, 0)(bytearray(4))  # zero parameters take the defaults
+    assert defaults.allowed_access == int(MemoryAccess.ALL)
+    assert defaults.allowed_usage & DEFAULT == DEFAULT
+
+
 def test_imported_memory_is_not_copied(allocator):
     array = np.zeros(4, np.float32)
     buffer = allocator.import_buffer(array, DEVICE_LOCAL, DEFAULT)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import vmrt
+from tests.vm.conftest import CACHE_ENV
 from vmrt.vm import code_cache
 from vmrt.vm.limits import Limits
 
@@ -21,7 +22,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALAR = REPO_ROOT / "examples" / "scalar.vmfb"
 DEMO_ARGS = (48, 18, 27, 2.0)
 EXPORT_ARGS = {"gcd": (1071, 462), "collatz": (27,), "newton_sqrt": (2.0,), "demo": DEMO_ARGS}
-CACHE_ENV = ("VMRT_CACHE", "VMRT_CACHE_DIR", "VMRT_CACHE_MAX_BYTES", "XDG_CACHE_HOME")
 
 #: Runs the exports of scalar.vmfb in a fresh process (argv: variant) and prints
 #: the results, how many functions the code generator made and the cache stats.
@@ -51,15 +51,8 @@ print(json.dumps({"results": results, "generated": len(generated), "hits": stats
 
 
 @pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    """A private cache directory per test, and fresh per-process cache state."""
-    for name in CACHE_ENV:
-        monkeypatch.delenv(name, raising=False)
-    path = tmp_path / "vmrt-cache"
-    monkeypatch.setenv("VMRT_CACHE_DIR", str(path))
-    monkeypatch.setattr(code_cache, "_CACHES", {})
-    monkeypatch.setattr(code_cache, "STATS", code_cache.CacheStats())
-    return path
+def cache_dir(private_cache_dir):
+    return private_cache_dir
 
 
 def run_process(variant: str = "plain", env: dict | None = None) -> dict:
@@ -291,16 +284,20 @@ def test_changed_version_misses(cache_dir, monkeypatch, change):
 
 
 def test_runtime_fingerprint_follows_the_sources(tmp_path):
+    """A source counts by its name, size and modification time (as __pycache__ tells
+    a changed source): a rewrite at a new time, or to a new size, is a new runtime."""
     package = tmp_path / "pkg"
     package.mkdir()
-    (package / "a.py").write_text("X = 1\n")
+    source = package / "a.py"
     digests = []
-    for text in ("X = 1\n", "X = 2\n"):
-        (package / "a.py").write_text(text)
+    for text, mtime_ns in (("X = 1\n", 10**18), ("X = 2\n", 10**18 + 1),
+                           ("X = 22\n", 10**18 + 1), ("X = 22\n", 10**18 + 1)):
+        source.write_text(text)
+        os.utime(source, ns=(mtime_ns, mtime_ns))
         digest = code_cache.blake2b(digest_size=32)
         assert code_cache._hash_sources(digest, str(package)) == 1
         digests.append(digest.digest())
-    assert digests[0] != digests[1]
+    assert len(set(digests[:3])) == 3 and digests[3] == digests[2]
 
 
 def test_runtime_without_sources_runs_without_cache(cache_dir, monkeypatch):
@@ -316,6 +313,71 @@ def test_content_digest_tells_modules_apart():
     renamed = vmrt.load_module(SCALAR)
     renamed.name = "other"
     assert renamed.content_digest != scalar.content_digest
+
+
+# -- snippets ----------------------------------------------------------------------------------
+#: Loads a module in a fresh process (argv: path) and prints the file names of the
+#: snippets it compiled (the reader's binders) and the snippet stats.
+SNIPPET_SCRIPT = r"""
+import json, sys
+from vmrt.vm import code_cache
+compiled = []
+def counting_compile(source, filename, mode):
+    compiled.append(filename)
+    return compile(source, filename, mode)
+code_cache.compile = counting_compile
+import vmrt
+module = vmrt.load_module(sys.argv[1])
+[(f.full_name, f.signature) for f in module.definition.imported_functions]
+stats = code_cache.SNIPPET_STATS
+print(json.dumps({"compiled": compiled, "hits": stats.hits, "rejected": stats.rejected}))
+"""
+
+
+def run_snippet_process(cache_dir) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
+    env["VMRT_CACHE_DIR"] = str(cache_dir)
+    proc = subprocess.run([sys.executable, "-c", SNIPPET_SCRIPT, str(SCALAR)],
+                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def snippet_files(path: Path) -> list[Path]:
+    return sorted(path.glob("*" + code_cache.SNIPPETS_SUFFIX)) if path.is_dir() else []
+
+
+def test_second_process_compiles_no_snippet(cache_dir):
+    first = run_snippet_process(cache_dir)
+    assert any(name.startswith("<vmrt binder ") for name in first["compiled"])
+    assert len(snippet_files(cache_dir)) == 1
+    second = run_snippet_process(cache_dir)
+    assert second["compiled"] == [] and second["hits"] == 1
+
+
+def test_damaged_snippets_are_compiled_again(cache_dir):
+    expected = run_snippet_process(cache_dir)["compiled"]
+    for path in snippet_files(cache_dir):
+        path.write_bytes(_flip_payload_byte(path.read_bytes()))
+    again = run_snippet_process(cache_dir)
+    assert again["rejected"] == 1 and again["compiled"]
+    assert set(again["compiled"]) <= set(expected)  # (the module itself is cached now)
+    assert run_snippet_process(cache_dir)["compiled"] == []
+
+
+def test_snippets_are_bounded_and_compile_as_compile_does(cache_dir, monkeypatch):
+    monkeypatch.setattr(code_cache, "_snippets", None)
+    monkeypatch.setattr(code_cache, "_snippets_cache", None)
+    monkeypatch.setattr(code_cache, "MAX_SNIPPETS", 2)
+    codes = [code_cache.compile_snippet(f"x = {i}\n", f"<snippet {i}>") for i in range(3)]
+    for i, code in enumerate(codes):
+        namespace: dict = {}
+        exec(code, namespace)
+        assert namespace["x"] == i and code.co_filename == f"<snippet {i}>"
+    assert code_cache.compile_snippet("x = 0\n", "<snippet 0>") is codes[0]
+    code_cache.store_snippets()  # (what a process does at its exit)
+    stored = code_cache.default_cache().load(code_cache._snippets_key(), code_cache.SNIPPETS)
+    assert len(stored) == 2
 
 
 # -- the size bound ----------------------------------------------------------------------------

@@ -677,7 +677,8 @@ def _compile_maker(group: _Group) -> Callable[[int], Any]:
     key = (decl.cls, kinds)
     binder = _BINDERS.get(key)
     if binder is None:
-        binder = _BINDERS[key] = _make_binder(decl, kinds, hook is not None)
+        binder = _BINDERS[key] = _make_binder(decl, kinds, hook is not None,
+                                              group.reader.compile_source)
     args: list[Any] = [group.reader.mv]
     for name, col in group.cols.items():
         args.extend(col[1:])
@@ -706,9 +707,15 @@ _BINDER_VECTORS = {
 }
 
 
-def _make_binder(decl: TableDecl, kinds: tuple, has_hook: bool):
+def _compile_source(source: str, filename: str):
+    return compile(source, filename, "exec")
+
+
+def _make_binder(decl: TableDecl, kinds: tuple, has_hook: bool,
+                 compile_source: Callable[[str, str], Any] = _compile_source):
     """bind(columns...) -> make(i), making row i's object of `decl` from the
-    columns a group read (generated, so each field costs one line, no dispatch)."""
+    columns a group read (generated, so each field costs one line, no dispatch);
+    `compile_source` compiles its code (the caller's cache of generated code)."""
     params = ["mv"]
     body = ["    def make(i):", "        obj = new(cls)", "        d = obj.__dict__",
             "        m = 0"]
@@ -747,7 +754,7 @@ def _make_binder(decl: TableDecl, kinds: tuple, has_hook: bool):
     }
     for j, factory in enumerate(decl.extra_defaults.values()):
         ns[f"x{j}"] = factory
-    exec(source, ns)
+    exec(compile_source(source, f"<vmrt binder {decl.name}>"), ns)
     return ns["bind"]
 
 
@@ -758,8 +765,11 @@ class FlatBufferReader:
     ``[start, end)`` (without its size prefix).
     """
 
-    def __init__(self, buf, start: int, end: int, *, budget: int | None = None):
+    def __init__(self, buf, start: int, end: int, *, budget: int | None = None,
+                 compile_source: Callable[[str, str], Any] | None = None):
         _numpy()
+        #: How the binders of this read's tables are compiled (see _make_binder).
+        self.compile_source = compile_source or _compile_source
         mv = memoryview(buf)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
@@ -844,6 +854,8 @@ class FlatBufferReader:
             done.append(group)
         #: (table name, absolute table positions) of every verified group.
         self.visited = [(g.decl.name, g.positions) for g in done]
+        #: The verified groups as plain data (see root_from_snapshot).
+        self.snapshot = _groups_snapshot(done)
         # Parent links only serve error paths; dropping them leaves the read
         # objects without reference cycles, so they are freed promptly.
         for group in done:
@@ -1123,6 +1135,94 @@ def _expand(starts: np.ndarray, counts: np.ndarray, stride: int, parent_idx: np.
     positions = np.repeat(starts, counts) + stride * within
     parents = np.repeat(parent_idx, counts)
     return positions, within, parents
+
+
+# --------------------------------------------------------------------------
+# Snapshots: a verified read as plain data, read again without verifying
+# --------------------------------------------------------------------------
+#: The layout of snapshots (callers keying stored snapshots include it).
+SNAPSHOT_VERSION = 1
+
+
+def _groups_snapshot(groups: list[_Group]) -> list:
+    """The columns of verified groups as marshal-able data: groups by their index
+    (the root first), element types left to the declaration."""
+    index = {id(g): i for i, g in enumerate(groups)}
+
+    def ref(group):
+        return None if group is None else index.get(id(group))
+
+    snapshot = []
+    for g in groups:
+        cols = []
+        for name, (kind, *rest) in g.cols.items():
+            if kind in ("t", "tv"):
+                rest[0] = index[id(rest[0])]
+            elif kind in ("s", "n"):
+                del rest[0]
+            elif kind == "u":
+                rest[2] = {code: ref(member) for code, member in rest[2].items()}
+            elif kind == "uv":
+                rest[0] = [None if items is None else [(ref(member), i) for member, i in items]
+                           for items in rest[0]]
+            cols.append((name, kind, *rest))
+        snapshot.append((g.decl.name, g.n, cols))
+    return snapshot
+
+
+class _ReadBuffer:
+    """What the tables of a snapshot read refer to (a FlatBufferReader's part of it)."""
+
+    def __init__(self, mv: memoryview, archive, compile_source):
+        self.mv = mv
+        self.archive = archive
+        self.compile_source = compile_source or _compile_source
+
+
+def _table_decls(decl: TableDecl, found: dict | None = None) -> dict[str, TableDecl]:
+    """The tables reachable from `decl`, by name."""
+    found = {} if found is None else found
+    if decl.name not in found:
+        found[decl.name] = decl
+        for f in decl.fields:
+            if f.kind == "table":
+                _table_decls(f.table_cls.__fb__, found)
+            elif f.kind == "vector" and f.elem_kind == "table":
+                _table_decls(f.elem.__fb__, found)
+            elif f.kind in ("union", "union_vector"):
+                for member in f.union.members:
+                    _table_decls(member.__fb__, found)
+    return found
+
+
+def root_from_snapshot(snapshot: list, cls, buf, archive=None, compile_source=None):
+    """The root table of `buf`, of class `cls`, from the snapshot of a verified read
+    of the same bytes (FlatBufferReader.snapshot): no verification, no numpy."""
+    mv = memoryview(buf)
+    source = _ReadBuffer(mv, archive, compile_source)
+    decls = _table_decls(cls.__fb__)
+    groups = [_Group(source, decls[name], None, None, range(n), None)
+              for name, n, _ in snapshot]
+
+    def group(i):
+        return None if i is None else groups[i]
+
+    for g, (_, _, cols) in zip(groups, snapshot):
+        g.parent_idx = None
+        for name, kind, *rest in cols:
+            if kind in ("t", "tv"):
+                rest[0] = groups[rest[0]]
+            elif kind in ("s", "n"):
+                rest.insert(0, g.decl.by_name[name].elem)
+            elif kind == "u":
+                rest[2] = {code: group(i) for code, i in rest[2].items()}
+            elif kind == "uv":
+                rest[0] = [None if items is None else [(group(m), i) for m, i in items]
+                           for items in rest[0]]
+            elif kind == "b":
+                g.bytes_pos[name] = rest[0]
+            g.cols[name] = (kind, *rest)
+    return groups[0].get(0)
 
 
 # --------------------------------------------------------------------------

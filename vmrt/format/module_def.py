@@ -36,6 +36,7 @@ from vmrt.format.flatbuffer import (
     LazyTableVector,
     Vector,
     column,
+    root_from_snapshot,
     struct_array,
     table,
 )
@@ -269,7 +270,9 @@ _UNEXPECTED = (IndexError, KeyError, ValueError, TypeError, OverflowError, struc
                MemoryError, UnicodeError, RecursionError)
 
 
-def _open_buffer(data) -> memoryview:
+def open_module_buffer(data) -> memoryview:
+    """The bytes of a module: a path's file mapped, or bytes-like ``data`` viewed
+    (the errors read_module raises for a file that cannot be read)."""
     if isinstance(data, (str, os.PathLike)):
         path = os.fspath(data)
         try:
@@ -305,11 +308,20 @@ def read_module(data, *, check: bool = True) -> BytecodeModuleDef:
     Byte vectors and rodata are memoryviews into the input.  Raises
     ModuleFormatError for anything malformed.
     """
-    buf = _open_buffer(data)
+    module, _ = read_module_and_snapshot(data, check=check)
+    return module
+
+
+def read_module_and_snapshot(data, *, check: bool = True, compile_source=None):
+    """read_module, and the snapshot of that read: module_from_snapshot makes the
+    same module of the same bytes from it, without verifying them again.
+    ``compile_source(source, filename)`` compiles the reader's generated code."""
+    buf = open_module_buffer(data)
     try:
         info = _archive.parse_archive(buf)
         start = info.flatbuffer_offset
-        reader = FlatBufferReader(buf, start, start + info.flatbuffer_length)
+        reader = FlatBufferReader(buf, start, start + info.flatbuffer_length,
+                                  compile_source=compile_source)
         reader.archive = info
         module = reader.read_root(BytecodeModuleDef, FILE_IDENTIFIER)
         module.archive = info
@@ -318,10 +330,19 @@ def read_module(data, *, check: bool = True) -> BytecodeModuleDef:
                 raise ModuleFormatError(f"rodata[{i}] external reference out of range")
         if check:
             check_module_tables(module)
-        return module
+        return module, reader.snapshot
     except _UNEXPECTED as error:
         raise ModuleFormatError(
             f"malformed module (reader error {type(error).__name__}: {error})") from None
+
+
+def module_from_snapshot(buf: memoryview, snapshot, *, compile_source=None):
+    """The module that read_module_and_snapshot read (with its checks) from the same
+    bytes `buf`, made from the snapshot it returned: nothing is verified again."""
+    info = _archive.parse_archive(buf)
+    module = root_from_snapshot(snapshot, BytecodeModuleDef, buf, info, compile_source)
+    module.archive = info
+    return module
 
 
 def check_module_tables(module: BytecodeModuleDef) -> None:

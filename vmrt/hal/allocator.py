@@ -86,11 +86,21 @@ class HeapAllocator(RefObject):
     def import_buffer(self, memory, memory_type: int, usage: int, access: int = 0,
                       queue_affinity: int = -1) -> Buffer:
         """Wraps host memory (anything with the buffer protocol) without copying."""
+        return self.importer(memory_type, usage, access, queue_affinity)(memory)
+
+    def importer(self, memory_type: int, usage: int, access: int = 0,
+                 queue_affinity: int = -1):
+        """import_buffer with these parameters, checked once: a function of the memory
+        (a parameter load imports hundreds of buffers alike)."""
         memory_type, usage, access = canonical_params(memory_type, usage, access)
         compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
         if not compatibility & _IMPORTABLE:
             raise HalError("allocator cannot import a buffer with the given parameters",
                            StatusCode.INVALID_ARGUMENT)
-        buffer = Buffer.wrap(memory, memory_type, access, usage, queue_affinity)
-        self.statistics.buffers_imported += 1
-        return buffer
+        statistics, wrap = self.statistics, Buffer.wrap
+
+        def import_memory(memory) -> Buffer:
+            buffer = wrap(memory, memory_type, access, usage, queue_affinity)
+            statistics.buffers_imported += 1
+            return buffer
+        return import_memory

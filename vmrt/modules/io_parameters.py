@@ -153,10 +153,13 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
                 allocator.query_compatibility(memory_types, usage)[0] & _IMPORTABLE)
             lent, plan = self.providers.plan_load(scope, spans, views=lend)
             buffers = []
+            import_view = None  # (made at the first view: it checks the parameters)
             for span, view in zip(spans, lent):
                 if view is not None:
-                    buffer = allocator.import_buffer(view, memory_types, usage, _READ,
-                                                     target_queue_affinity)
+                    if import_view is None:
+                        import_view = allocator.importer(memory_types, usage, _READ,
+                                                         target_queue_affinity)
+                    buffer = import_view(view)
                 else:
                     buffer = charged(meter, span.length, lambda: allocator.import_buffer(
                         host_memory(span.length), memory_types, usage, 0, target_queue_affinity))

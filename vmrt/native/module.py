@@ -50,6 +50,7 @@ import operator
 from dataclasses import dataclass
 
 from vmrt.errors import StatusCode, VMError, VmrtError, limit_of
+from vmrt.vm.code_cache import compile_snippet
 from vmrt.vm.module import Dependency as _Dependency
 from vmrt.vm.module import ImportDecl, Module, ModuleInstance
 from vmrt.vm.numerics import f32 as _f32
@@ -443,7 +444,7 @@ def _factory(arg_count: int, results: tuple[str, ...], with_state: bool, generat
                   "        return FIX(r)"]
     lines.append("    return adapter")
     namespace: dict = {}
-    exec(compile("\n".join(lines) + "\n", f"<vmrt native adapter {key}>", "exec"), namespace)
+    exec(compile_snippet("\n".join(lines) + "\n", f"<vmrt native adapter {key}>"), namespace)
     factory = _FACTORIES[key] = namespace["make"]
     return factory
 

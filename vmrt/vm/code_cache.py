@@ -4,23 +4,30 @@ Creating the first context of a compiled model is dominated by generating Python
 source for its functions (vmrt.vm.codegen) and compiling it, and every new process
 would pay that again. BytecodeModule.compiled (vmrt.vm.module) asks this cache
 first: an entry holds one function variant's code object, its line -> bytecode
-offset map and its source, marshalled, in a file of its own.
+offset map and its source, marshalled, in a file of its own. The same directory and
+file format keep verified modules (vmrt.vm.module_cache) and, in one file, the
+small generated helpers every process compiles alike (compile_snippet).
 
 The key of an entry is a hash of everything the generated code depends on:
 
 - the module's content digest (BytecodeModule.content_digest: its bytecode and
   the descriptors, signatures, imports and names the generator reads);
 - the function ordinal, the CodegenOptions and the host-entry flag;
-- the runtime: a hash of the sources of vmrt.vm and vmrt.isa (the generator and
-  everything it reads; stronger than the version string, which an editable install
-  keeps while the code changes) and vmrt.__version__ when there is one;
+- the runtime: a hash of the sources of vmrt.vm, vmrt.isa and vmrt.format (the
+  generator and everything it reads; stronger than the version string, which an
+  editable install keeps while the code changes) and vmrt.__version__ when there is
+  one. A source counts by its name, size and modification time (to the nanosecond),
+  as __pycache__ tells a changed source (to the second): reading them all would
+  cost a process ~1 ms of its start;
 - Python: importlib.util.MAGIC_NUMBER, the implementation's cache tag and the
   optimization level (-O drops asserts at compile time);
 - the format of the files (FORMAT_VERSION).
 
 So an entry written by another vmrt, Python or format is never found. A file is
 named by its key hash and records the key hash again, its payload's length and
-hash; it is written to a temporary file in the same directory and renamed over
+CRC-32 (it detects accidents, as the security note below says of any check here;
+blake2b would cost a ~100 KB entry 0.1 ms more to read); it is written to a
+temporary file in the same directory and renamed over
 (os.replace), so concurrent processes see a whole file or none, and a reader
 that finds a short, corrupt or foreign file generates the code again (and
 overwrites the file); reading never fails.
@@ -49,6 +56,7 @@ __pycache__ or the user's site-packages. On systems without POSIX user ids
 
 from __future__ import annotations
 
+import atexit
 import marshal
 import os
 import stat
@@ -56,6 +64,7 @@ import struct
 import sys
 import time
 import types
+import zlib
 from importlib.util import MAGIC_NUMBER
 
 try:  # hashlib's import loads OpenSSL (~3 ms of start-up); its blake2b is this one
@@ -64,11 +73,16 @@ except ImportError:  # pragma: no cover - a Python built without the _blake2 mod
     from hashlib import blake2b
 
 #: The layout of cache files; part of every key.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 FILE_MAGIC = b"VMRTCODE"
-#: File header: magic, key digest, payload length, payload digest.
-HEADER = struct.Struct("<8s32sQ32s")
+#: File header: magic, key digest, payload length, payload CRC-32.
+HEADER = struct.Struct("<8s32sQI")
+#: Files by what they hold: a function variant's code (vmrt.vm.module), a verified
+#: module's snapshot (vmrt.vm.module_cache), the snippets compile_snippet compiled.
 SUFFIX = ".vmc"
+MODULE_SUFFIX = ".vmm"
+SNIPPETS_SUFFIX = ".vms"
+ENTRY_SUFFIXES = (SUFFIX, MODULE_SUFFIX, SNIPPETS_SUFFIX)
 TEMP_SUFFIX = ".tmp"
 DEFAULT_MAX_BYTES = 256 << 20
 #: Eviction goes down to this fraction of the bound, so that it does not run again
@@ -77,7 +91,7 @@ EVICT_TO = 0.9
 #: A temporary file this old (seconds) was left by a writer that died.
 STALE_TEMP_SECONDS = 3600
 #: Packages whose sources shape generated code (hashed into every key).
-RUNTIME_PACKAGES = ("vmrt.vm", "vmrt.isa")
+RUNTIME_PACKAGES = ("vmrt.vm", "vmrt.isa", "vmrt.format")
 
 _DISABLED = ("0", "off", "false", "no")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -101,6 +115,25 @@ class CacheStats:
 STATS = CacheStats()
 _CACHES: dict[tuple[str, int], "CodeCache"] = {}
 _runtime_fingerprint: bytes | None = None
+
+
+def is_code_entry(entry) -> bool:
+    """Whether a payload is what vmrt.vm.module stores: (code, line_pcs, source)."""
+    return (type(entry) is tuple and len(entry) == 3 and type(entry[0]) is types.CodeType
+            and type(entry[1]) is list and type(entry[2]) is str)
+
+
+class EntryKind:
+    """A kind of entry: its file suffix, the test a payload's shape must pass and
+    the stats it counts in (None: STATS, the code entries' own)."""
+
+    def __init__(self, suffix: str, is_entry, stats: CacheStats | None = None):
+        self.suffix = suffix
+        self.is_entry = is_entry
+        self.stats = stats
+
+
+CODE = EntryKind(SUFFIX, is_code_entry)
 
 
 def default_cache() -> "CodeCache | None":
@@ -176,14 +209,13 @@ def runtime_fingerprint() -> bytes | None:
 
 
 def _hash_sources(digest, directory: str) -> int:
-    """Adds the .py (or, sourceless, .pyc) files of a directory; returns how many."""
+    """Adds the name, size and modification time of the .py (or, sourceless, .pyc)
+    files of a directory; returns how many."""
     try:
         names = sorted(n for n in os.listdir(directory) if n.endswith((".py", ".pyc")))
         for name in names:
-            with open(os.path.join(directory, name), "rb") as file:
-                data = file.read()
-            digest.update(f"{name}\0{len(data)}\0".encode())
-            digest.update(data)
+            st = os.stat(os.path.join(directory, name))
+            digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     except OSError:
         return 0
     return len(names)
@@ -215,28 +247,29 @@ class CodeCache:
             return False
         return stat.S_ISDIR(st.st_mode) and _private(st)
 
-    def entry_path(self, key: bytes) -> str:
-        return os.path.join(self.path, key.hex() + SUFFIX)
+    def entry_path(self, key: bytes, kind: EntryKind = CODE) -> str:
+        return os.path.join(self.path, key.hex() + kind.suffix)
 
     # -- reading ---------------------------------------------------------------------
-    def load(self, key: bytes):
-        """The entry stored under `key` (code, line_pcs, source), or None."""
-        path = self.entry_path(key)
-        data = self._read_private(path)
-        entry = decode_entry(data, key) if data is not None else None
+    def load(self, key: bytes, kind: EntryKind = CODE):
+        """The entry of `kind` stored under `key` (code: code, line_pcs, source), or None."""
+        stats = kind.stats or STATS
+        path = self.entry_path(key, kind)
+        data = self._read_private(path, stats)
+        entry = decode_entry(data, key, kind.is_entry) if data is not None else None
         if entry is None:
-            STATS.misses += 1
+            stats.misses += 1
             if data is not None:
-                STATS.rejected += 1
+                stats.rejected += 1
             return None
-        STATS.hits += 1
+        stats.hits += 1
         try:
             os.utime(path)  # recently used: evicted last
         except OSError:
             pass
         return entry
 
-    def _read_private(self, path: str) -> bytes | None:
+    def _read_private(self, path: str, stats: CacheStats) -> bytes | None:
         """The bytes of a regular file of the user's own, else None."""
         try:
             fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY)
@@ -246,7 +279,7 @@ class CodeCache:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or not _private(st) \
                     or st.st_size > max(self.max_bytes, HEADER.size):
-                STATS.rejected += 1
+                stats.rejected += 1
                 return None
             chunks, remaining = [], st.st_size
             while remaining > 0:
@@ -262,7 +295,7 @@ class CodeCache:
             os.close(fd)
 
     # -- writing ---------------------------------------------------------------------
-    def store(self, key: bytes, entry) -> None:
+    def store(self, key: bytes, entry, kind: EntryKind = CODE) -> None:
         """Writes an entry (atomically replacing any file of that key); gives up
         quietly, for the rest of the process, when the directory cannot be written."""
         if not self.writable:
@@ -270,7 +303,7 @@ class CodeCache:
         data = encode_entry(key, entry)
         if len(data) > self.max_bytes:
             return
-        path = self.entry_path(key)
+        path = self.entry_path(key, kind)
         temp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY,
@@ -289,7 +322,7 @@ class CodeCache:
             except OSError:
                 pass
             return
-        STATS.stores += 1
+        (kind.stats or STATS).stores += 1
         self._account(len(data))
 
     def _account(self, written: int) -> None:
@@ -308,7 +341,7 @@ class CodeCache:
         try:
             with os.scandir(self.path) as entries:
                 for item in entries:
-                    if not item.name.endswith((SUFFIX, TEMP_SUFFIX)):
+                    if not item.name.endswith((*ENTRY_SUFFIXES, TEMP_SUFFIX)):
                         continue
                     try:
                         st = item.stat(follow_symlinks=False)
@@ -339,25 +372,74 @@ class CodeCache:
 
 def encode_entry(key: bytes, entry) -> bytes:
     payload = marshal.dumps(entry)
-    return HEADER.pack(FILE_MAGIC, key, len(payload),
-                       blake2b(payload, digest_size=32).digest()) + payload
+    return HEADER.pack(FILE_MAGIC, key, len(payload), zlib.crc32(payload)) + payload
 
 
-def decode_entry(data: bytes, key: bytes):
+def decode_entry(data: bytes, key: bytes, is_entry=is_code_entry):
     """The entry in a file's bytes, or None when they are not a whole, intact entry
-    of `key` (short, torn, foreign, or not what vmrt.vm.module stores)."""
+    of `key` (short, torn, foreign, or of another shape than `is_entry` wants)."""
     if len(data) < HEADER.size:
         return None
-    magic, stored_key, length, payload_digest = HEADER.unpack_from(data)
+    magic, stored_key, length, payload_crc = HEADER.unpack_from(data)
     payload = memoryview(data)[HEADER.size:]
     if magic != FILE_MAGIC or stored_key != key or length != len(payload) \
-            or blake2b(payload, digest_size=32).digest() != payload_digest:
+            or zlib.crc32(payload) != payload_crc:
         return None
     try:
         entry = marshal.loads(payload)
     except (EOFError, ValueError, TypeError):
         return None
-    if not (type(entry) is tuple and len(entry) == 3 and type(entry[0]) is types.CodeType
-            and type(entry[1]) is list and type(entry[2]) is str):
-        return None
-    return entry
+    return entry if is_entry(entry) else None
+
+
+# -- snippets ------------------------------------------------------------------------------------
+#: The bound on the snippets kept (the generated helpers are a few dozen).
+MAX_SNIPPETS = 1024
+SNIPPET_STATS = CacheStats()
+SNIPPETS = EntryKind(SNIPPETS_SUFFIX, lambda entry: type(entry) is dict and all(
+    type(name) is bytes and type(code) is types.CodeType for name, code in entry.items()),
+    SNIPPET_STATS)
+#: This process's snippets by the digest of their file name and source (None: the
+#: stored ones not read yet), and the cache its new ones go to (None: none new).
+_snippets: dict[bytes, types.CodeType] | None = None
+_snippets_cache: "CodeCache | None" = None
+
+
+def compile_snippet(source: str, filename: str) -> types.CodeType:
+    """compile(source, filename, "exec") for the small helpers vmrt generates alike in
+    every process (FlatBuffer binders, native adapters): all of them are kept in one
+    file, read once per process, so a new process compiles none of them (a dozen
+    compiles cost milliseconds; a read, tens of microseconds). The file is keyed by
+    the Python (a code object is), its snippets by their source. A process writes
+    the ones it compiled at its exit (store_snippets): once, not once per snippet."""
+    global _snippets, _snippets_cache
+    if _snippets is None:
+        cache = default_cache()
+        _snippets = (cache.load(_snippets_key(), SNIPPETS) if cache is not None else None) or {}
+    name = blake2b(f"{filename}\0{source}".encode("utf-8", "surrogatepass"),
+                   digest_size=16).digest()
+    code = _snippets.get(name)
+    if code is None:
+        code = compile(source, filename, "exec")
+        if len(_snippets) < MAX_SNIPPETS:
+            _snippets[name] = code
+            if _snippets_cache is None:
+                _snippets_cache = default_cache()  # (the cache of now: not the one at exit)
+                if _snippets_cache is not None:
+                    atexit.register(store_snippets)
+    return code
+
+
+def store_snippets() -> None:
+    """Writes this process's snippets if it compiled new ones (the whole file: another
+    process's last write wins, and what it lacks is compiled and written again)."""
+    global _snippets_cache
+    cache, _snippets_cache = _snippets_cache, None
+    if cache is not None and _snippets:
+        cache.store(_snippets_key(), _snippets, SNIPPETS)
+
+
+def _snippets_key() -> bytes:
+    parts = ("snippets", FORMAT_VERSION, MAGIC_NUMBER, sys.implementation.cache_tag,
+             sys.flags.optimize)
+    return blake2b(repr(parts).encode(), digest_size=32).digest()
