@@ -308,6 +308,49 @@ def test_cached_build_loads_without_a_compiler(program, tmp_path, monkeypatch):
     assert third.stderr.count("\n") == 1 and "Python tier" in third.stderr
 
 
+INIT_PROGRAM = r"""
+vm.module @ctier_init version 0
+vm.type i32
+vm.global.i32 mutable @total
+
+vm.export @__init
+vm.func @__init() -> () {
+^bb0:
+  %i0 = vm.const.i32 10
+  %i1 = vm.call @loop_sum(%i0)
+  vm.global.store.i32 %i1, @total
+  vm.return
+}
+
+vm.export @total
+vm.func @total() -> (i32) {
+^bb0:
+  %i0 = vm.global.load.i32 @total
+  vm.return %i0
+}
+""" + PROGRAM[PROGRAM.index("vm.export @loop_sum"):PROGRAM.index("vm.func @twice")]
+
+
+@pytest.mark.parametrize("limits", [None, vmrt.Limits(fuel=10**9)], ids=["plain", "limits"])
+def test_init_runs_in_python_in_auto_and_later_calls_choose_their_tier(monkeypatch, limits):
+    """`__init` runs once per context: in auto neither it nor what it calls looks at the
+    C tier; afterwards the same functions run in C as usual."""
+    program = assemble(INIT_PROGRAM)
+    monkeypatch.setenv("VMRT_TIER", "auto")
+    with vmrt.load(program) as built:  # builds its C (a context with limits never builds)
+        built.loop_sum(1)
+    from vmrt.vm.ctier import analysis
+    looked_at = []
+    real = analysis.may_compile
+    monkeypatch.setattr(analysis, "may_compile",
+                        lambda module, ordinal: looked_at.append(ordinal) or real(module, ordinal))
+    m = vmrt.load(program, limits=limits)
+    assert looked_at == [] and m.total() == 45
+    assert m.loop_sum(10) == 45
+    assert getattr(m.function("loop_sum").entry, "vmrt_c_ordinal", None) is not None
+    assert looked_at
+
+
 # -- limits ---------------------------------------------------------------------------------
 def limited(program, tier, monkeypatch, **limits):
     monkeypatch.setenv("VMRT_TIER", tier)
@@ -389,3 +432,152 @@ def test_limited_contexts_never_wait_for_a_build_in_auto(tmp_path, monkeypatch):
     limited_fn = vmrt.load(fresh, limits=vmrt.Limits(timeout=5)).function("loop_sum")
     assert limited_fn(10) == 45
     assert "vmrt_c_ordinal" in limited_fn.entry.__dict__
+
+
+# -- limits: the entries into C (runtime.straight_entry) ---------------------------------------
+def limited_in_both_tiers(program, monkeypatch, **limits):
+    """(C tier module, Python tier module) in contexts with `limits`."""
+    load(program, "c", monkeypatch).function("loop_sum")  # built (limited calls never build)
+    return [limited(program, tier, monkeypatch, **limits) for tier in ("c", "python")]
+
+
+LIMITED_CALLS = [
+    ("loop_sum", (100,)), ("call_wide", (2**62 + 3,)), ("divide", (7, 0)),
+    ("floats", (1.5, 3.0)), ("floats", (float("nan"), 1.0)), ("scratch", (5,)),
+    ("scratch", (1 << 20,)), ("refuse", (3,)), ("recurse", (1,)),
+    ("buffer_sum", (VMBuffer.from_bytes(struct.pack("<4f", 1.25, -2.5, 3.0, 1e30)), 4)),
+]
+
+
+@pytest.mark.parametrize("fuel", [0, 1, 2, 9, 40, 10**6])
+def test_limited_calls_end_alike_in_both_tiers(program, monkeypatch, fuel):
+    """Outcome, VM stack and fuel left, for scalar and ref arguments, fuel running
+    out at the entry (a straight-line function pays there) or in C, and failures
+    of C's own (the depth, memory and the module's)."""
+    ends = []
+    for module in limited_in_both_tiers(program, monkeypatch, fuel=fuel, max_depth=40,
+                                        max_memory=1 << 16):
+        ends.append([(outcome(module.function(name), *args), module.context.fuel_remaining)
+                     for name, args in LIMITED_CALLS])
+    assert ends[0] == ends[1]
+
+
+def test_a_call_refused_at_entry_names_its_function_in_both_tiers(program, monkeypatch):
+    """A cancelled context refuses a call before it runs, naming the function (a C
+    function that charges for itself used to give no VM stack)."""
+    refused = []
+    for module in limited_in_both_tiers(program, monkeypatch, fuel=10**6):
+        module.context.cancel()
+        refused.append([outcome(module.function(name), *args)
+                        for name, args in (("loop_sum", (10,)), ("call_wide", (3,)))])
+    assert refused[0] == refused[1]
+    assert refused[0][0][1:] == ("Cancelled", StatusCode.CANCELLED,
+                                 "the context was cancelled", ["ctier.loop_sum"])
+
+
+def test_each_c_call_has_its_own_timeout(program, monkeypatch):
+    module = limited(program, "c", monkeypatch, timeout=0.2)
+    for _ in range(2):  # each starts its own (at its first refill)
+        with pytest.raises(vmrt.DeadlineExceeded):
+            module.function("loop_sum")(2**31 - 1)
+    assert module.function("loop_sum")(1000) == 499500
+
+
+def test_an_argument_c_refuses_leaves_the_fuel(program, monkeypatch):
+    load(program, "c", monkeypatch).function("loop_sum")
+    module = limited(program, "c", monkeypatch, fuel=1000)
+    entry = module.function("loop_sum").entry  # (Function.__call__ would convert it)
+    with pytest.raises(OverflowError):
+        entry(2**40)
+    assert module.context.fuel_remaining == 1000
+    assert entry(10) == 45
+
+
+MIXED = r"""
+vm.module @mixed version 0
+vm.type i32
+vm.import @host.twice cconv "0i_i"
+
+// Calls an import, so it runs in Python; its callees run in C.
+vm.export @twice_then_sum
+vm.func @twice_then_sum(%i0: i32) -> (i32) {
+^bb0:
+  %i0 = vm.call @host.twice(%i0)
+  %i0 = vm.call @sum_to(%i0)
+  %i0 = vm.call @plus_one(%i0)
+  vm.return %i0
+}
+
+vm.export @plus_one
+vm.func @plus_one(%i0: i32) -> (i32) {
+^bb0:
+  %i1 = vm.const.i32 1
+  %i0 = vm.add.i32 %i0, %i1
+  vm.return %i0
+}
+""" + PROGRAM[PROGRAM.index("vm.export @loop_sum"):PROGRAM.index("vm.func @twice")].replace(
+    "@loop_sum", "@sum_to")
+
+
+class Twice(vmrt.NativeModule, name="host", version=0):
+    @vmrt.export("0i_i")
+    def twice(self, x):
+        return 2 * x
+
+
+def mixed_context(monkeypatch, tier: str, **limits):
+    program = assemble(MIXED)
+    monkeypatch.setenv("VMRT_TIER", "c")
+    vmrt.Context(modules=[Twice(), vmrt.load_module(program)]).function("mixed.plus_one")(1)
+    monkeypatch.setenv("VMRT_TIER", tier)
+    return vmrt.Context(modules=[Twice(), vmrt.load_module(program)],
+                        limits=vmrt.Limits(**limits))
+
+
+def test_python_tier_code_calling_c_under_limits(monkeypatch):
+    """Generated code calls a C function with its depth, charged by itself (a loop)
+    or by the caller's block (straight-line): fuel and depth as in the Python tier."""
+    ends = []
+    for tier in ("c", "python"):
+        for fuel in (0, 5, 30, 10**6):
+            ctx = mixed_context(monkeypatch, tier, fuel=fuel, max_depth=2)
+            ends.append((fuel, outcome(ctx.function("mixed.twice_then_sum"), 6),
+                         ctx.fuel_remaining))
+        callees = ctx.module("mixed").namespace  # (of the call that ran to the end)
+        assert all(hasattr(callees[f"F{i}"], "vmrt_c_ordinal") == (tier == "c") for i in (1, 2))
+    assert ends[:4] == ends[4:]
+    assert ends[-1][1] == ("ok", 67)
+
+
+@pytest.mark.parametrize("fuel", [0, 7, 100, 5000, 10_000])
+def test_calls_paid_from_held_fuel_run_out_where_the_python_tier_does(monkeypatch, fuel):
+    """A thread's C context keeps fuel for straight-line calls (Meter.pay_holder): it
+    counts as remaining, and code that charges (in C, or in Python) takes it back, so
+    a run of mixed calls stops at the same call, with the same fuel left, in both
+    tiers."""
+    runs = []
+    for tier in ("c", "python"):
+        ctx = mixed_context(monkeypatch, tier, fuel=fuel)
+        calls = [(ctx.function(f"mixed.{name}"), args) for name, args in
+                 (("plus_one", (3,)), ("sum_to", (30,)), ("plus_one", (4,)),
+                  ("twice_then_sum", (9,)))]
+        runs.append([(outcome(fn, *args), ctx.fuel_remaining)
+                     for _ in range(100) for fn, args in calls])
+    assert runs[0] == runs[1]
+
+
+def test_fuel_a_thread_held_comes_back_when_it_ends(program, monkeypatch):
+    import gc
+    import threading
+
+    (module, _) = limited_in_both_tiers(program, monkeypatch, fuel=100_000)
+    call_wide = module.function("call_wide")
+    call_wide(3)
+    cost = 100_000 - module.context.fuel_remaining  # (its thread holds what it was lent)
+    thread = threading.Thread(target=lambda: [call_wide(3) for _ in range(10)])
+    thread.start()
+    thread.join()
+    gc.collect()
+    meter = module.context.meter
+    assert module.context.fuel_remaining == 100_000 - 11 * cost
+    assert len(meter._holders) == 1  # (this thread's: the other's gave its fuel back)

@@ -6,7 +6,9 @@ register 2), so executing an instruction is one or two Python statements with no
 decoding, dict lookups or allocation. Blocks become `if blk == N:` arms of one
 `while True:` loop in bytecode order, so a forward branch falls through to the
 next arm and only backward branches pay a `continue`; a block that branches to
-itself becomes its own inner `while True:` loop (the hot shape of compiled loops).
+itself becomes its own inner `while True:` loop (the hot shape of compiled loops),
+and so does a short cycle of blocks, the test and the body of an ordinary loop
+(Loop; with limits, run in batches of iterations paid in advance).
 
 Per-context state (globals storage, rodata buffers, resolved imports, the other
 functions) is read through the generated code's module globals, which the module
@@ -62,6 +64,20 @@ def cconv_registers(fragment: str) -> list[str]:
     return register_names(fragment)
 
 
+def host_prologue(static_cost: int | str | None, depth: bool) -> str:
+    """What a call from outside generated code (the host, another module, a native
+    module re-entering the context) does first, as source on the context's cells: an
+    outermost call (CUR 0) starts with BEGIN_CALL when WATCH is up (vmrt.vm.limits);
+    with `depth`, `base` is the depth of the import call site that left it in CUR;
+    and a straight-line function, charged by its callers in generated code, pays for
+    its instructions here (`static_cost`: their count, or the name holding it)."""
+    lines = ["base = CUR", "if WATCH and not base: BEGIN_CALL()"] if depth else \
+        ["if WATCH and not CUR: BEGIN_CALL()"]
+    if static_cost:
+        lines += [f"FUEL -= {static_cost}", f"if FUEL < 0: REFILL({static_cost})"]
+    return "\n".join(lines)
+
+
 @dataclass
 class CallTarget:
     """What the generator needs to know about a callee."""
@@ -73,6 +89,75 @@ class CallTarget:
     is_generator: bool = False  # internal callee compiled as a generator
     name: str = ""
     static_cost: int | None = None  # instructions of a straight-line callee (limits)
+
+
+#: Simple cycles of blocks become Python loops up to these sizes: their code is
+#: emitted twice (the loop; and block by block in the dispatch, for code entering
+#: them past their first block and for a batch's last iteration), and in a larger
+#: loop the dispatch and per-block charges are a small part of an iteration.
+MAX_LOOP_BLOCKS = 4
+MAX_LOOP_INSTRUCTIONS = 64
+
+#: Iterations a batched loop pays for at once, at most: enough that starting a batch
+#: (about 20 bytecodes) is a small part of their cost; few enough that the items of
+#: COUNTDOWN, which a batch's `for` runs through to count what is left, are all
+#: CPython's cached small ints.
+LOOP_BATCH = 256
+COUNTDOWN = tuple(range(LOOP_BATCH - 1, -1, -1))
+
+
+def unrun_cost(error: BaseException, costs: tuple[int, ...]) -> int:
+    """UNRUN of generated code: what a batched loop was paid for the blocks of the
+    iteration `error` stopped that did not run. `costs[k]`: for an error raised k lines
+    above the line asking (its handler), the fuel of the loop's blocks after that line's."""
+    tb = error.__traceback__  # (its first entry: the generated frame handling it)
+    above = tb.tb_frame.f_lineno - tb.tb_lineno
+    return costs[above] if 0 <= above < len(costs) else 0
+
+
+class Loop(NamedTuple):
+    """Blocks emitted as one Python loop (`while True:`, or a batch's `for`): each
+    continues in the next by falling into its code, or leaves (`blk = N; break`); the
+    last continues in the first (`continue`). Batched (limits), `rest` holds per block
+    the fuel of the blocks after it in an iteration, given back when one leaves from
+    it; None: each block charges itself, as in the dispatch."""
+
+    blocks: tuple[int, ...]
+    rest: tuple[int, ...] | None = None
+
+    def after(self, block: int) -> int | None:
+        """The block that follows `block` in an iteration (None: it is the last)."""
+        position = self.blocks.index(block) + 1
+        return self.blocks[position] if position < len(self.blocks) else None
+
+
+def simple_cycles(successors: list[set[int]]) -> list[tuple[int, ...]]:
+    """Each cycle of up to MAX_LOOP_BLOCKS blocks (once, from its lowest block) in
+    which every block continues in the next or out of the cycle, the last in the
+    first; only through blocks of at most two successors (so that the search stays
+    short whatever the branch tables)."""
+    cycles = []
+    for start in range(len(successors)):
+        paths = [(start,)]
+        while paths:
+            path = paths.pop()
+            following = successors[path[-1]]
+            if len(following) > 2:
+                continue
+            if start in following and all(successors[b] & set(path) <= {path[(k + 1) % len(path)]}
+                                          for k, b in enumerate(path)):
+                cycles.append(path)
+            if len(path) < MAX_LOOP_BLOCKS:
+                paths.extend(path + (b,) for b in following if b > start and b not in path)
+    return cycles
+
+
+def entered_at(cycle: tuple[int, ...], predecessors: list[set[int]]) -> tuple[int, ...]:
+    """`cycle` from its first block that a block outside it branches to."""
+    for position, block in enumerate(cycle):
+        if predecessors[block] - set(cycle):
+            return cycle[position:] + cycle[:position]
+    return cycle
 
 
 @dataclass
@@ -115,10 +200,11 @@ class CodegenOptions(NamedTuple):
     cheap (a compare costs as much as an add here): a straight-line function
     (one block, calls only to such functions) is charged by its caller's
     block, so it pays nothing itself and does not check its depth (it cannot
-    recurse); and a self-loop that calls nothing that charges fuel runs in
-    batches, `for _ in REPEAT(None, k)`, with k iterations paid in advance and
-    the unused ones paid back when it leaves. Import call sites leave the depth
-    in the cell `CUR`, where a host re-entering the context finds it.
+    recurse); and a loop that calls nothing that charges fuel (a self-loop, or a
+    short simple cycle of blocks: Loop) runs in batches, `for _left in
+    COUNTDOWN[-k:]`, with k iterations paid in advance and what did not run
+    paid back when it leaves. Import call sites leave the depth in the cell
+    `CUR`, where a host re-entering the context finds it.
     """
 
     checkpoints: bool = False
@@ -196,16 +282,19 @@ class FunctionGenerator:
             # Make this a generator even when no yield is reachable in the body.
             out.emit(1, "if False: yield")
         body_start = len(out.lines)
-        single = len(plan.blocks) == 1 and not self.branches_to(0, 0)
-        if single:
-            self.emit_block(0, 1, in_dispatch=False)
+        loops = self.loops()
+        if len(plan.blocks) == 1 and not loops:
+            self.emit_block(0, 1)
         else:
             out.emit(1, "blk = 0")
             out.emit(1, "while True:")
             for index in range(len(plan.blocks)):
                 out.pc = plan.blocks[index][0]
                 out.emit(2, f"if blk == {index}:")
-                self.emit_block(index, 3, in_dispatch=True)
+                if index in loops:
+                    self.emit_loop(loops[index], 3)
+                else:
+                    self.emit_block(index, 3)
         if plan.options.instrumented:
             self.wrap_instrumented(body_start)
         if host and any(self.calls_in(instructions) for _, instructions in plan.blocks):
@@ -264,22 +353,16 @@ class FunctionGenerator:
         # A host entry restores CUR only when a call below it can move CUR.
         restores = host and bool(calls)
         cells = (["FUEL"] if static is None or host else []) + \
-            (["CUR"] if restores or any(t.kind == "import" for t in calls) else []) + \
-            (["FRESH"] if host else [])
+            (["CUR"] if restores or any(t.kind == "import" for t in calls) else [])
         out = self.out
         out.pc = None
         if cells:
             out.emit(1, f"nonlocal {', '.join(cells)}")
         if host:
-            # Called by the host, another module or a native module re-entering the
-            # context: the depth continues from the import call site that left it in
-            # CUR (0 for an outermost call, which starts the timeout: vmrt.vm.limits).
-            out.emit(1, "base = CUR\nif not base:\n    FRESH = True\n"
-                        "    if WATCH: BEGIN_CALL()")
-            if static is None or calls:
+            depth = static is None or bool(calls)
+            out.emit(1, host_prologue(static, depth))
+            if depth:
                 out.emit(1, "D = base + 1")
-            if static:  # a straight-line function is charged by whoever calls it
-                out.emit(1, f"FUEL -= {static}\nif FUEL < 0: REFILL({static})")
         if static is None:
             out.emit(1, "if D > MAXD: DEPTH_EXCEEDED(D)")
         if any(t.kind == "internal" for t in calls):
@@ -294,11 +377,11 @@ class FunctionGenerator:
         self.wrap_body(body_start, "try:", "finally:\n    CUR = base")
 
     def wrap_limits_scope(self) -> None:
-        """Nests the function in a scope holding FUEL, CUR, WATCH and FRESH, so that
-        they are closure cells (the context binds its own cells: vmrt.vm.module)."""
+        """Nests the function in a scope holding FUEL, CUR and WATCH, so that they are
+        closure cells (the context binds its own cells: vmrt.vm.module)."""
         out = self.out
         # `global`: the function's calls of itself must not find it in this scope.
-        out.lines[:] = ["def LIMITS_SCOPE(FUEL, CUR, WATCH, FRESH):",
+        out.lines[:] = ["def LIMITS_SCOPE(FUEL, CUR, WATCH):",
                         f"    global F{self.plan.ordinal}"] + \
             ["    " + line for line in out.lines]
         out.pcs[:] = [None, None] + out.pcs
@@ -325,36 +408,102 @@ class FunctionGenerator:
                                 names.add(reg_name(t))
         return names
 
-    def branches_to(self, index: int, target_index: int) -> bool:
+    def successors(self, index: int) -> list[int]:
+        """The blocks block `index` may continue in (a vm.fail with a zero status, and a
+        block without a terminator, fall into the next one)."""
         _, instructions = self.plan.blocks[index]
-        if not instructions:
-            return False
-        d = instructions[-1]
-        for operand, value in zip(d.instruction.operands, d.values):
-            if operand.kind is OperandKind.BRANCH_TARGET and value in self.block_index \
-                    and self.block_id(value) == target_index:
-                return True
-            if operand.kind is OperandKind.BRANCH_TABLE_CASES:
-                if any(self.block_id(t) == target_index for t, _ in value):
-                    return True
-        return False
+        last = instructions[-1] if instructions else None
+        if last is None or not last.instruction.is_terminator or \
+                last.instruction.handler == "fail":
+            return [index + 1] if index + 1 < len(self.plan.blocks) else []
+        targets = []
+        for operand, value in zip(last.instruction.operands, last.values):
+            if operand.kind is OperandKind.BRANCH_TARGET and value in self.block_index:
+                targets.append(self.block_id(value))
+            elif operand.kind is OperandKind.BRANCH_TABLE_CASES:
+                targets.extend(self.block_id(t) for t, _ in value)
+        return targets
+
+    # -- loops ------------------------------------------------------------------------------------
+    def loops(self) -> dict[int, Loop]:
+        """The loops emitted as Python loops, by the block they start at (see Loop):
+        every self-loop, and simple cycles of up to MAX_LOOP_INSTRUCTIONS instructions;
+        shorter (inner) cycles first, no block in two. With limits, those that call
+        nothing that charges fuel run in batches."""
+        count = len(self.plan.blocks)
+        successors = [set(self.successors(i)) for i in range(count)]
+        predecessors = [set() for _ in range(count)]
+        for block, following in enumerate(successors):
+            for target in following:
+                predecessors[target].add(block)
+        batches = self.plan.checkpoints and self.plan.static_cost is None
+        taken, loops = set(), {}
+        for cycle in sorted(simple_cycles(successors), key=lambda c: (len(c), c)):
+            size = sum(len(self.plan.blocks[i][1]) for i in cycle)
+            if taken.intersection(cycle) or len(cycle) > 1 and size > MAX_LOOP_INSTRUCTIONS:
+                continue
+            cycle, rest = entered_at(cycle, predecessors), None
+            if batches and not any(self.charges_elsewhere(self.plan.blocks[i][1])
+                                   for i in cycle):
+                costs = [self.block_cost(i) for i in cycle]
+                rest = tuple(sum(costs[position + 1:]) for position in range(len(cycle)))
+            loops[cycle[0]] = Loop(cycle, rest)
+            taken.update(cycle)
+        return loops
+
+    def emit_loop(self, loop: Loop, indent: int) -> None:
+        if loop.rest is not None:
+            self.emit_batched_loop(loop, indent)
+            return
+        self.out.emit(indent, "while True:")
+        for index in loop.blocks:
+            self.emit_block(index, indent + 1, loop)
+
+    def emit_batched_loop(self, loop: Loop, indent: int) -> None:
+        """A loop run in batches of up to LOOP_BATCH iterations paid in advance (see
+        CodegenOptions); `_left` counts the iterations paid for after the current one.
+        Leaving the loop, or raising, gives back those and what the blocks after the
+        one left from were paid for this iteration (found from the line that raised:
+        UNRUN; a `try` per block would cost each iteration). When fuel for one
+        iteration is not there, REFILL is asked for it at the very block where
+        unbatched code would ask: a self-loop's one block, else the header charged
+        as in the dispatch (and the rest of that iteration in the dispatch)."""
+        cost, header, batch = self.loop_cost(loop), loop.blocks[0], LOOP_BATCH
+        out = self.out
+        out.emit(indent, f"while True:\n    if FUEL >= {batch * cost}:\n"
+                         f"        FUEL -= {batch * cost}\n        _batch = COUNTDOWN\n"
+                         f"    else:\n        _n = FUEL // {cost}\n        if not _n:")
+        if len(loop.blocks) == 1:
+            out.emit(indent + 3, f"FUEL -= {cost}\nREFILL({cost})\nFUEL += {cost}\ncontinue")
+        else:  # (the header alone: its edges leave the while, `blk = N; break`)
+            self.emit_block(header, indent + 3, Loop((header,)))
+        out.emit(indent + 2, f"FUEL -= _n * {cost}\n_batch = COUNTDOWN[-_n:]")
+        out.emit(indent + 1, "try:\n    for _left in _batch:")
+        first, unrun = len(out.lines), []  # (per line of the loop: the fuel of the blocks after)
+        for index, rest in zip(loop.blocks, loop.rest):
+            lines = len(out.lines)
+            self.emit_block(index, indent + 3, loop)
+            unrun += [rest] * (len(out.lines) - lines)
+        out.pc = self.plan.blocks[header][0]
+        out.emit(indent + 2, "else:\n    continue")  # (a whole batch ran: the next one)
+        handler = len(out.lines) + 1
+        costs = [0] * (handler - first + 1)
+        for line, rest in enumerate(unrun, first):
+            costs[handler - line] = rest
+        out.emit(indent + 1, f"except BaseException as _e:\n"
+                             f"    FUEL += _left * {cost} + UNRUN(_e, {tuple(costs)})\n"
+                             "    raise\nbreak")
+
+    def loop_cost(self, loop: Loop) -> int:
+        return sum(self.block_cost(i) for i in loop.blocks)
 
     # -- blocks ---------------------------------------------------------------------------------
-    def emit_block(self, index: int, indent: int, in_dispatch: bool,
-                   in_batch: bool = False) -> None:
+    def emit_block(self, index: int, indent: int, loop: Loop | None = None) -> None:
+        """Block `index` in the dispatch (charged, with limits) or in `loop`."""
         pc, instructions = self.plan.blocks[index]
         out = self.out
-        self_loop = in_dispatch and self.branches_to(index, index)
-        charged = self.plan.checkpoints and self.plan.static_cost is None and not in_batch
-        if charged and self_loop and not self.charges_elsewhere(instructions):
-            out.pc = pc
-            self.emit_batched_loop(index, indent)
-            return
-        if self_loop and not in_batch:
-            out.pc = pc
-            out.emit(indent, "while True:")
-            indent += 1
-        if charged:
+        if self.plan.checkpoints and self.plan.static_cost is None and \
+                (loop is None or loop.rest is None):
             out.pc = pc
             self.emit_charge(index, indent)
         instrumented = self.plan.options.instrumented
@@ -367,39 +516,20 @@ class FunctionGenerator:
             if instrumented:
                 out.emit(indent, f"STEP(_vf, {d.pc})")
             if d.instruction.is_terminator:
-                self.emit_terminator(d, index, indent, self_loop)
+                self.emit_terminator(d, index, indent, loop)
             else:
                 self.emit_instruction(d, indent)
         if not instructions or not instructions[-1].instruction.is_terminator:
             # Verified code always ends blocks with a terminator; a vm.fail with a zero
             # status falls through into the next block (upstream keeps executing).
-            self.emit_goto(index + 1, index, indent, self_loop)
+            self.emit_goto(index + 1, index, indent, loop)
 
-    def emit_batched_loop(self, index: int, indent: int) -> None:
-        """A self-loop run in batches of iterations paid in advance (see CodegenOptions)."""
-        cost = self.block_cost(index)
-        out = self.out
-        pc = out.pc
-        out.emit(indent, f"""while True:
-    _n = FUEL // {cost}
-    FUEL -= _n * {cost}
-    _it = REPEAT(None, _n)
-    try:
-        for _ in _it:""")
-        self.emit_block(index, indent + 3, in_dispatch=True, in_batch=True)
-        out.pc = pc
-        out.emit(indent + 2, f"""else:
-    FUEL -= {cost}
-    REFILL({cost})
-    FUEL += {cost}
-    continue""")
-        out.emit(indent + 1, f"""except BaseException:
-    FUEL += LENGTH_HINT(_it) * {cost}
-    raise
-FUEL += LENGTH_HINT(_it) * {cost}
-break""")
+    @staticmethod
+    def falls_through(target: int, moves, current: int, loop: Loop | None) -> bool:
+        """Whether going to `target` is running on into the next block's code."""
+        return loop is not None and not moves and target == loop.after(current)
 
-    def emit_goto(self, target: int, current: int, indent: int, self_loop: bool,
+    def emit_goto(self, target: int, current: int, indent: int, loop: Loop | None,
                   moves=()) -> None:
         out = self.out
         for stmt in moves:
@@ -408,22 +538,28 @@ break""")
             # Only a vm.fail with a zero status in the last block gets here.
             out.emit(indent, "FAIL(9, 'execution fell through the end of the function')")
             return
-        if self_loop:
-            if target == current:
+        if loop is None:
+            out.emit(indent, f"blk = {target}")
+            if target <= current:
                 out.emit(indent, "continue")
-            else:
-                out.emit(indent, f"blk = {target}")
-                out.emit(indent, "break")
             return
-        out.emit(indent, f"blk = {target}")
-        if target <= current:
+        following = loop.after(current)
+        if following is None and target == loop.blocks[0]:
             out.emit(indent, "continue")
+        elif target == following:
+            if not moves:
+                out.emit(indent, "pass")  # (on into the next block's code)
+        else:
+            if loop.rest is not None:  # (batched: the iterations and blocks not run)
+                unrun = [f"_left * {self.loop_cost(loop)}", loop.rest[loop.blocks.index(current)]]
+                out.emit(indent, f"FUEL += {' + '.join(str(u) for u in unrun if u)}")
+            out.emit(indent, f"blk = {target}\nbreak")
 
     # -- terminators (chosen by the row's handler kind, vmrt/isa/ops.py) ---------------------------
-    def emit_terminator(self, d: Decoded, index: int, indent: int, self_loop: bool) -> None:
-        _TERMINATORS[d.instruction.handler](self, d, index, indent, self_loop)
+    def emit_terminator(self, d: Decoded, index: int, indent: int, loop: Loop | None) -> None:
+        _TERMINATORS[d.instruction.handler](self, d, index, indent, loop)
 
-    def emit_branch(self, d, index, indent, self_loop):
+    def emit_branch(self, d, index, indent, loop):
         """An unconditional branch (`vm.br`, and `vm.break`/`vm.cond_break`, whose
         debugger stop vmrt does not make): remap, then continue at the target."""
         target = pairs = None
@@ -432,33 +568,41 @@ break""")
                 target = value
             elif operand.kind is OperandKind.BRANCH_OPERANDS:
                 pairs = value
-        self.emit_goto(self.block_id(target), index, indent, self_loop, self.remap(pairs))
+        self.emit_goto(self.block_id(target), index, indent, loop, self.remap(pairs))
 
-    def emit_cond_branch(self, d, index, indent, self_loop):
+    def emit_cond_branch(self, d, index, indent, loop):
         cond, t_pc, t_ops, f_pc, f_ops = d.values
         out = self.out
+        taken, not_taken = (self.block_id(t_pc), self.remap(t_ops)), \
+            (self.block_id(f_pc), self.remap(f_ops))
+        # An edge that falls into the loop's next block needs no statement, nor a jump.
+        if self.falls_through(*taken, index, loop):
+            out.emit(indent, f"if not {reg_name(cond)}:")
+            self.emit_goto(not_taken[0], index, indent + 1, loop, not_taken[1])
+            return
         out.emit(indent, f"if {reg_name(cond)}:")
-        self.emit_goto(self.block_id(t_pc), index, indent + 1, self_loop, self.remap(t_ops))
-        out.emit(indent, "else:")
-        self.emit_goto(self.block_id(f_pc), index, indent + 1, self_loop, self.remap(f_ops))
+        self.emit_goto(taken[0], index, indent + 1, loop, taken[1])
+        if not self.falls_through(*not_taken, index, loop):
+            out.emit(indent, "else:")
+            self.emit_goto(not_taken[0], index, indent + 1, loop, not_taken[1])
 
-    def emit_branch_table(self, d, index, indent, self_loop):
+    def emit_branch_table(self, d, index, indent, loop):
         index_reg, default_pc, default_ops, _, cases = d.values
         out = self.out
         name = reg_name(index_reg)
         for case_index, (case_pc, case_ops) in enumerate(cases):
             out.emit(indent, f"{'if' if case_index == 0 else 'elif'} {name} == {case_index}:")
-            self.emit_goto(self.block_id(case_pc), index, indent + 1, self_loop,
+            self.emit_goto(self.block_id(case_pc), index, indent + 1, loop,
                            self.remap(case_ops))
         if cases:
             out.emit(indent, "else:")
-            self.emit_goto(self.block_id(default_pc), index, indent + 1, self_loop,
+            self.emit_goto(self.block_id(default_pc), index, indent + 1, loop,
                            self.remap(default_ops))
         else:
-            self.emit_goto(self.block_id(default_pc), index, indent, self_loop,
+            self.emit_goto(self.block_id(default_pc), index, indent, loop,
                            self.remap(default_ops))
 
-    def emit_return(self, d, index, indent, self_loop):
+    def emit_return(self, d, index, indent, loop):
         names = [reg_name(r) for r in d.values[0]]
         if not names:
             self.out.emit(indent, "return")
@@ -467,25 +611,25 @@ break""")
         else:
             self.out.emit(indent, f"return ({', '.join(names)})")
 
-    def emit_fail(self, d, index, indent, self_loop):
+    def emit_fail(self, d, index, indent, loop):
         status, message = d.values
         self.out.emit(indent, f"if {reg_name(status)}:")
         text = bytes(message).decode("utf-8", "replace")
         self.out.emit(indent + 1, f"FAIL({reg_name(status)}, {text!r})")
         # A zero status is not a failure: execution continues with the next block.
-        self.emit_goto(index + 1, index, indent, self_loop)
+        self.emit_goto(index + 1, index, indent, loop)
 
-    def emit_yield(self, d, index, indent, self_loop):
+    def emit_yield(self, d, index, indent, loop):
         target, pairs = d.values
         for stmt in self.remap(pairs):
             self.out.emit(indent, stmt)
         self.out.emit(indent, "yield")
-        self.emit_goto(self.block_id(target), index, indent, self_loop)
+        self.emit_goto(self.block_id(target), index, indent, loop)
 
-    def emit_yieldable_call(self, d, index, indent, self_loop):
+    def emit_yieldable_call(self, d, index, indent, loop):
         self.emit_call(d, indent, yieldable=True)
         dest = d.values[-2]
-        self.emit_goto(self.block_id(dest), index, indent, self_loop)
+        self.emit_goto(self.block_id(dest), index, indent, loop)
 
     # -- calls ---------------------------------------------------------------------------------------
     def call_arguments(self, target: CallTarget, segment_sizes, operands) -> list[str]:

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import types
+import weakref
 from dataclasses import dataclass
 
 from vmrt.errors import (Cancelled, DeadlineExceeded, DepthExceeded, FuelExhausted,
@@ -146,32 +147,27 @@ class Limits:
                           f"{MAX_SUPPORTED_DEPTH}", StatusCode.INVALID_ARGUMENT)
 
 
-_ENTRY_MAKERS: dict[int, types.CodeType] = {}
+_ENTRY_MAKERS: dict[tuple[int, bool], types.CodeType] = {}
 
 
-def _entry_maker(arity: int) -> types.CodeType:
-    """Code of make(fn, static_cost, begin_call, refill) -> an entry taking `arity`
-    arguments, with FUEL, CUR, WATCH (an outermost call must run begin_call) and
-    FRESH (an outermost call started since the last refill) free: bound to a context's cells, the entry uses them as directly as
-    generated code does (no *args: an entry costs ~0.15 us, not ~0.5)."""
-    code = _ENTRY_MAKERS.get(arity)
+def _entry_maker(arity: int, static: bool) -> types.CodeType:
+    """Code of make(fn) -> an entry taking `arity` arguments (with `static`, of a
+    straight-line function, costing STATIC_COST), with FUEL, CUR and WATCH free: bound
+    to a context's cells, the entry uses them as directly as generated code does (no
+    *args: an entry costs ~0.15 us, not ~0.5)."""
+    code = _ENTRY_MAKERS.get((arity, static))
     if code is None:
+        from vmrt.vm.codegen import host_prologue
+
         params = ", ".join(f"a{i}" for i in range(arity))
+        prologue = host_prologue("STATIC_COST" if static else None, True)
         source = f"""
 def scope():
-    FUEL = CUR = WATCH = FRESH = None
-    def make(fn, static_cost, begin_call, refill):
+    FUEL = CUR = WATCH = None
+    def make(fn):
         def call({params}):
-            nonlocal FUEL, CUR, FRESH
-            base = CUR
-            if not base:
-                FRESH = True
-                if WATCH:
-                    begin_call()
-            if static_cost:
-                FUEL -= static_cost
-                if FUEL < 0:
-                    refill(static_cost)
+            nonlocal FUEL, CUR
+            {prologue.replace(chr(10), chr(10) + ' ' * 12)}
             try:
                 return fn({params}{', ' if arity else ''}base + 1)
             finally:
@@ -179,8 +175,8 @@ def scope():
         return call
 """
         scope = compile(source, "<vmrt limits entry>", "exec").co_consts[0]
-        code = _ENTRY_MAKERS[arity] = next(c for c in scope.co_consts
-                                           if isinstance(c, types.CodeType))
+        code = _ENTRY_MAKERS[(arity, static)] = next(c for c in scope.co_consts
+                                                     if isinstance(c, types.CodeType))
     return code
 
 
@@ -266,6 +262,11 @@ class Meter:
     (found from the refill, on the calling thread), so each call has its own,
     whatever thread makes it; generated code needs nothing at entry for it.
 
+    Fuel holders (the C tier's contexts, one a thread: add_fuel_holder) keep some
+    fuel between calls, which straight-line calls into C pay from without a Python
+    operation (pay_holder lends it); it counts as remaining, and a refill on the
+    holder's thread takes it back first, so fuel runs out where it would without.
+
     Memory held only by reference cycles (vm.lists holding each other) is
     collected before a charge is refused, after a failed call and when
     `memory_in_use` is read, so cycles never decide whether the context can run.
@@ -278,12 +279,15 @@ class Meter:
     #: Fuel an outermost call starts with at most, with a timeout: its first check
     #: point (where its timeout starts) comes soon even if its imports are slow.
     FIRST_SLICE = 1024
+    #: Fuel a holder is lent at once: pay_holder runs once per that many
+    #: instructions of straight-line calls into C.
+    HELD_FUEL = 4096
 
     def __init__(self, limits: Limits, default_max_depth: int):
         self.limits = limits
         # Shared by the context's generated code (vmrt.vm.codegen) and entries.
         self.cells = {"FUEL": types.CellType(0), "CUR": types.CellType(0),
-                      "WATCH": types.CellType(False), "FRESH": types.CellType(False)}
+                      "WATCH": types.CellType(False)}
         self.fuel_cell, self._watch_cell = self.cells["FUEL"], self.cells["WATCH"]
         self.reserve = limits.fuel
         self.max_depth = min(limits.max_depth if limits.max_depth is not None
@@ -303,6 +307,8 @@ class Meter:
         self._memory_lock = threading.Lock()  # buffers may be freed on another thread
         self._containers = 0      # live metered vm.lists that can hold refs (can form cycles)
         self._collected_at = 0    # memory_in_use at or below which nothing needs collecting
+        self._holders = weakref.WeakSet()         # fuel holders (all threads')
+        self._thread_holders = threading.local()  # .list: this thread's
 
     # -- fuel, deadline, cancellation ---------------------------------------------------------
     def _watch(self) -> None:
@@ -336,7 +342,9 @@ class Meter:
         """Fuel left (exact between calls; during one, batched loops hold some)."""
         if self.reserve is None:
             return None
-        return self.reserve + self.fuel_cell.cell_contents
+        with self._fuel_lock:
+            held = sum(holder.fuel for holder in self._holders)
+        return self.reserve + self.fuel_cell.cell_contents + held
 
     def refuel(self, amount: int) -> None:
         if self.reserve is None:
@@ -353,6 +361,7 @@ class Meter:
         """refill, the interruption (if any) looked up by the caller: the C tier's
         code has no Python frames to find its call's deadline in (vmrt.vm.ctier), and
         runs a slice ~100 times faster, so it may ask for larger ones (`max_slice`)."""
+        self._take_back_held()
         cell = self.fuel_cell
         fuel = cell.cell_contents
         if error is None:
@@ -369,10 +378,46 @@ class Meter:
         _raise(error)
 
     def charge(self, cost: int) -> None:
-        """Charges `cost` from outside generated code (a straight-line export)."""
+        """Charges `cost` from outside generated code, as generated code charges."""
         self.fuel_cell.cell_contents -= cost
         if self.fuel_cell.cell_contents < 0:
             self.refill(cost)
+
+    # -- fuel holders (see the class docstring) ------------------------------------------------
+    def add_fuel_holder(self, holder) -> None:
+        """`holder` (with a `fuel` attribute) may keep fuel on this thread from now on."""
+        holders = getattr(self._thread_holders, "list", None)
+        if holders is None:
+            holders = self._thread_holders.list = []
+        holders.append(holder)
+        with self._fuel_lock:
+            self._holders.add(holder)
+
+    def pay_holder(self, holder, cost: int) -> None:
+        """A straight-line call of `cost` instructions found too little in `holder` to
+        pay: what it holds comes back, the call is charged as generated code charges
+        (REFILL when short: the call may stop there), and up to HELD_FUEL more is lent."""
+        self._take_back_held()
+        self.charge(cost)
+        cell = self.fuel_cell
+        lent = min(cell.cell_contents, self.HELD_FUEL)
+        cell.cell_contents -= lent
+        holder.fuel = lent
+
+    def release_fuel_holder(self, holder) -> None:
+        """`holder` goes away (its thread did; any thread may say so): what it held
+        goes back to the reserve."""
+        held, holder.fuel = holder.fuel, 0
+        self._return_fuel(held)
+
+    def _take_back_held(self) -> None:
+        """What this thread's holders keep, back into FUEL (on their thread, none of
+        them is in a call that spends it: see CCall.refill)."""
+        for holder in getattr(self._thread_holders, "list", ()):
+            held = holder.fuel
+            if held:
+                holder.fuel = 0
+                self.fuel_cell.cell_contents += held
 
     def _next_slice(self, max_slice: int) -> int:
         """About SLICE_SECONDS of work at the pace of the last slice (at most twice it)."""
@@ -399,6 +444,8 @@ class Meter:
         dispatch runs out exactly where the call would."""
         if self.reserve is None:
             return wanted
+        if pool:
+            self._take_back_held()
         with self._fuel_lock:
             reserve = self.reserve
             if reserve < wanted and pool:
@@ -481,10 +528,12 @@ class Meter:
         generated code: by the host, by another module's import, by a native
         module re-entering the context (which continues from the depth of the
         import call site in the cell CUR)."""
-        code = _entry_maker(fn.__code__.co_argcount - 1)
-        make = types.FunctionType(code, {"METER": self}, "make", None,
+        code = _entry_maker(fn.__code__.co_argcount - 1, bool(static_cost))
+        namespace = {"METER": self, "STATIC_COST": static_cost, "BEGIN_CALL": self.begin_call,
+                     "REFILL": self.refill}
+        make = types.FunctionType(code, namespace, "make", None,
                                   tuple(self.cells[name] for name in code.co_freevars))
-        return make(fn, static_cost or 0, self.begin_call, self.refill)
+        return make(fn)
 
     # -- memory ------------------------------------------------------------------------------------
     def charge_memory(self, nbytes: int) -> None:
@@ -578,6 +627,7 @@ class DispatchMeter(Meter):
 
     def settle(self) -> None:
         """Gives the unspent slice back to the parent (fuel_remaining is exact again)."""
+        self._take_back_held()
         cell = self.fuel_cell
         left, cell.cell_contents = cell.cell_contents, 0
         self._return_fuel(left)

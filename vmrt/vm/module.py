@@ -16,14 +16,11 @@ result.
 from __future__ import annotations
 
 import functools
-import itertools
-import operator
 import types
 from dataclasses import dataclass
 from pathlib import Path
 
 from vmrt.errors import ModuleFormatError, StatusCode, VMError, VmrtError
-from vmrt.format import read_module
 from vmrt.format.function_body import decode_function_body
 from vmrt.vm.cconv import signature_of
 from vmrt.vm import code_cache, codegen, numerics
@@ -33,6 +30,7 @@ from vmrt.vm.buffer import (
     metered_buffer_clone,
 )
 from vmrt.vm.list import list_alloc, metered_list_alloc
+from vmrt.vm.module_cache import read_verified
 from vmrt.vm.ref import check_ref_type, ref_or_null, resolve_type
 from vmrt.vm.source_maps import function_source_map, source_location
 from vmrt.vm.verifier import FEATURE_YIELD, IMPORT_ORDINAL_BIT, verify_module
@@ -133,12 +131,14 @@ class BytecodeModule(Module):
     on disk for later processes (vmrt.vm.code_cache).
     """
 
-    def __init__(self, module_def, source: str = "<memory>"):
+    def __init__(self, module_def, source: str = "<memory>", verified: list | None = None):
+        """`verified`: what verify_module gives for `module_def` (vmrt.vm.module_cache
+        keeps it), else it is verified here."""
         self.definition = module_def
         self.source = source
         self.name = module_def.name
         self.version = module_def.version
-        self.verified = verify_module(module_def)
+        self.verified = verified if verified is not None else verify_module(module_def)
         self.type_defs = [resolve_type(t.full_name, allow_placeholders=True)
                           for t in module_def.types]
         self.function_count = len(self.verified)
@@ -349,12 +349,13 @@ class BytecodeModule(Module):
 
 
 def load_module(source) -> BytecodeModule:
-    """Reads and verifies a module from a path, bytes-like object or ModuleDef."""
+    """Reads and verifies a module from a path, bytes-like object or ModuleDef (bytes
+    read and verified before, in any process, come from vmrt.vm.module_cache)."""
     if hasattr(source, "function_descriptors"):
         return BytecodeModule(source)
-    if isinstance(source, (str, Path)):
-        return BytecodeModule(read_module(source), str(source))
-    return BytecodeModule(read_module(source))
+    module_def, verified = read_verified(source)
+    name = str(source) if isinstance(source, (str, Path)) else "<memory>"
+    return BytecodeModule(module_def, name, verified)
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,6 +405,8 @@ class BytecodeModuleInstance(ModuleInstance):
         self._host_code_ids: set[int] = set()  # ids of host entry variants (limits)
         self._host_entries: dict[int, object] = {}
         self.tier = getattr(context, "tier", None) or selected_tier()  # (vmrt.vm.ctier)
+        #: While `__init` runs in `auto`: the functions it bound (see initialize).
+        self._bound_by_init: list[int] | None = None
 
     def _namespace(self) -> dict:
         module = self.module
@@ -432,8 +435,8 @@ class BytecodeModuleInstance(ModuleInstance):
             ns.update(METER=meter,  # how Meter.call_deadline knows the context's frames
                       MAXD=meter.max_depth, DEPTH_EXCEEDED=meter.depth_exceeded,
                       BEGIN_CALL=meter.begin_call,
-                      REFILL=meter.refill, REPEAT=itertools.repeat,
-                      LENGTH_HINT=operator.length_hint,
+                      REFILL=meter.refill, COUNTDOWN=codegen.COUNTDOWN,
+                      UNRUN=codegen.unrun_cost,
                       BUFFER_ALLOC=lambda length, alignment: metered_buffer_alloc(
                           meter, length, alignment),
                       BUFFER_CLONE=lambda source, offset, length, alignment: metered_buffer_clone(
@@ -491,13 +494,16 @@ class BytecodeModuleInstance(ModuleInstance):
             return fn
         fn = self._c_function(ordinal) or self._bind(ordinal, host_entry=False)
         self.namespace[f"F{ordinal}"] = fn
+        if self._bound_by_init is not None:
+            self._bound_by_init.append(ordinal)
         return fn
 
     def _c_function(self, ordinal: int, host_entry: bool = False):
         """Function `ordinal` in the C tier (vmrt.vm.ctier) when it runs there (not
         with hooks, which only the Python tier's code calls); with limits, the variant
         generated code calls (depth last) or, as `host_entry`, the one the host calls."""
-        if self.context.codegen_options.instrumented or self.tier == "python":
+        if self.context.codegen_options.instrumented or self.tier == "python" or \
+                self._bound_by_init is not None:
             return None
         from vmrt.vm.ctier.analysis import may_compile
 
@@ -516,14 +522,7 @@ class BytecodeModuleInstance(ModuleInstance):
             if not python_tier:
                 python_tier.append(self._bind(ordinal, host_entry=False))
             return python_tier[0]
-        entry = cmodule.instance(self).entry(ordinal, python_function, meter)
-        if host_entry:
-            static_cost = self.module.static_cost(ordinal)
-            inner, entry = entry, meter.entry(entry, static_cost)
-            entry.__dict__.update(inner.__dict__)  # (vmrt_c_ordinal, run_workgroups)
-            if static_cost:
-                entry = self._charged_here(entry, ordinal)
-        return entry
+        return cmodule.instance(self).entry(ordinal, python_function, meter, host_entry)
 
     #: Straight-line functions of at most this many instructions run their Python
     #: tier's code when called from Python in `auto` (C callers call their C): an
@@ -533,21 +532,6 @@ class BytecodeModuleInstance(ModuleInstance):
     def _small(self, ordinal: int) -> bool:
         cost = self.module.static_cost(ordinal)
         return cost is not None and cost <= self.SMALL_FUNCTION
-
-    def _charged_here(self, entry, ordinal: int):
-        """A straight-line function's host entry charges its cost up front: a limit
-        stopping it there names the function, as its Python tier code does."""
-        label = f"{self.module.name}.{self.module.function_name(ordinal)}"
-
-        def host_entry(*args):
-            try:
-                return entry(*args)
-            except VMError as error:
-                if not error.stack:
-                    error.stack, error.c_frames = [label], True
-                raise
-        host_entry.__dict__.update(entry.__dict__)
-        return host_entry
 
     def host_function(self, ordinal: int):
         """With limits: the entry of internal function `ordinal` for callers outside
@@ -598,9 +582,23 @@ class BytecodeModuleInstance(ModuleInstance):
         self.namespace["RESOLVED"][ordinal] = 1
 
     def initialize(self) -> None:
-        init = self.lookup("__init")
-        if init is not None:
-            self.context.run_to_completion(init())
+        """Runs `__init`. It runs once per context: in `auto` it and what it calls run in
+        the Python tier (the C tier's first look at a function costs ~1 ms, loading a
+        module's C ~10 ms: more than an initializer's calls into native modules take),
+        and the functions it bound go back to their stubs after it, so that later
+        calls choose their tier as usual."""
+        if self.tier == "auto":
+            self._bound_by_init = []
+        try:
+            init = self.lookup("__init")
+            if init is not None:
+                self.context.run_to_completion(init())
+        finally:
+            bound, self._bound_by_init = self._bound_by_init, None
+            for ordinal in bound or ():
+                self.namespace[f"F{ordinal}"] = self._stub(ordinal)
+            if bound is not None:
+                self._host_entries.clear()
 
     def deinitialize(self) -> None:
         deinit = self.lookup("__deinit")

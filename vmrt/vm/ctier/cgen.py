@@ -308,12 +308,16 @@ _TERMINATORS = {
 }
 
 
+def entry_parameters(shape) -> list[str]:
+    """The parameters an entry takes after its context and depth: one per argument."""
+    return [f"{ENTRY_TYPES[t]} p{i}" for i, (_, t) in enumerate(argument_registers(shape.arguments))]
+
+
 def entry_function(shape) -> tuple[str, str]:
     """(C definition, cdef declaration) of the host's entry into function N."""
     arguments = argument_registers(shape.arguments)
     results = fragment_types(shape.results)
-    params = ["vmrt_ctx *c", "int32_t depth"] + [f"{ENTRY_TYPES[t]} p{i}"
-                                                for i, (_, t) in enumerate(arguments)]
+    params = ["vmrt_ctx *c", "int32_t depth"] + entry_parameters(shape)
     prototype = f"int32_t vmrt_entry_{shape.ordinal}({', '.join(params)})"
     converted = [f"vmrt_f32_bits(p{i})" if t == "f32" else f"p{i}"
                  for i, (_, t) in enumerate(arguments)]
@@ -328,6 +332,43 @@ def entry_function(shape) -> tuple[str, str]:
         body.append(f"  c->results[{i}] = {value};")
     body += ["  return 0;", "}", ""]
     return "\n".join(body), prototype + ";"
+
+
+def metered_entry_function(shape) -> tuple[str, str]:
+    """(C definition, cdef declaration) of the entry into function N under limits, for
+    a function that charges fuel: `fuel` in (besides what c->fuel holds: see
+    paid_entry_function), and out what is left of all of it (>= 0, the last charge
+    refilled), or -1 when the call failed (what is left then in c->fuel). Passing
+    fuel as a value spares the host two cdata accesses a call."""
+    params = ["vmrt_ctx *c", "int32_t depth", "int64_t fuel"] + entry_parameters(shape)
+    prototype = f"int64_t vmrt_metered_{shape.ordinal}({', '.join(params)})"
+    args = ", ".join(["c", "depth"] + [f"p{i}" for i in range(len(params) - 3)])
+    body = f"""{prototype} {{
+  c->fuel += fuel;
+  if (vmrt_entry_{shape.ordinal}({args})) return -1;
+  fuel = c->fuel;
+  c->fuel = 0;
+  return fuel;
+}}
+"""
+    return body, prototype + ";"
+
+
+def paid_entry_function(shape, cost: int) -> tuple[str, str]:
+    """(C definition, cdef declaration) of the entry into a straight-line function N
+    under limits, paying its `cost` instructions from c->fuel, which holds fuel the
+    host lends a thread's context between calls (vmrt.vm.limits, Meter.pay_holder):
+    2, running nothing, when that does not pay for it."""
+    params = ["vmrt_ctx *c", "int32_t depth"] + entry_parameters(shape)
+    prototype = f"int32_t vmrt_paid_{shape.ordinal}({', '.join(params)})"
+    args = ", ".join(["c", "depth"] + [f"p{i}" for i in range(len(params) - 2)])
+    body = f"""{prototype} {{
+  if (c->fuel < {cost}) return 2;
+  c->fuel -= {cost};
+  return vmrt_entry_{shape.ordinal}({args});
+}}
+"""
+    return body, prototype + ";"
 
 
 def workgroups_function(shape) -> tuple[str, str] | None:
@@ -359,7 +400,10 @@ def generate_module(module, shapes: dict) -> tuple[str, list[str]]:
     prototypes = [emitter.signature() + ";" for emitter in functions.values()]
     entries, declarations = [], []
     for shape in (shapes[o] for o in sorted(shapes)):
-        for made in (entry_function(shape), workgroups_function(shape)):
+        cost = module.static_cost(shape.ordinal)  # (a straight-line function: paid at entry)
+        metered = metered_entry_function(shape) if cost is None else \
+            paid_entry_function(shape, cost)
+        for made in (entry_function(shape), metered, workgroups_function(shape)):
             if made is not None:
                 entries.append(made[0])
                 declarations.append(made[1])

@@ -4,12 +4,15 @@ into the very VMError the Python tier raises for the same instruction.
 
 VMRT_TIER=auto (the default) runs the functions the C tier can compile in C when a
 compiler or a cached build is there, else says so once and runs Python; `c` the
-same, failing when the build fails; `python` never builds. Contexts with limits
-or hooks run the Python tier (its limits and hooks are compiled into its code).
+same, failing when the build fails; `python` never builds. Contexts with hooks run
+the Python tier (hooks are compiled into its code); contexts with limits never build
+(CModule.of) and enter C through entries that do what their meter needs
+(straight_entry).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import threading
@@ -20,6 +23,7 @@ from vmrt.errors import DepthExceeded, StatusCode, VMError
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.ctier.analysis import argument_registers, compilable_functions, fragment_types
 from vmrt.vm.ctier.build import BuildError, compiler_identity, load_or_build
+from vmrt.vm.codegen import host_prologue
 from vmrt.vm.ctier.cgen import ErrorKind as E, generate_module
 from vmrt.vm.list import VMList
 
@@ -193,48 +197,102 @@ class CInstance:
         for i, buffer in enumerate(rodata):
             self.rodata[i] = self.refs.ref(buffer)
         self.state.rodata, self.state.rodata_count = self.rodata, len(rodata)
+        # A vmrt_ctx per thread (a C call never starts another on its thread), and per
+        # thread and meter for calls under limits (its host: a CCall of the meter).
         self._local = threading.local()
+        self._metered: dict = {}
+
+    def context(self):
+        """This thread's vmrt_ctx for calls without limits."""
+        c = getattr(self._local, "c", None)
+        if c is None:
+            c = self._local.c = self.cmodule.ffi.new("vmrt_ctx *")
+            c.inst = self.state
+            c.max_depth = sys.getrecursionlimit()
+            c.fuel = UNLIMITED_FUEL
+        return c
+
+    def metered_local(self, meter) -> threading.local:
+        """Per thread, the vmrt_ctx of calls under `meter` (`c`, once metered_context
+        made it)."""
+        local = self._metered.get(meter)
+        if local is None:
+            local = self._metered.setdefault(meter, threading.local())
+        return local
+
+    def metered_context(self, meter):
+        """This thread's vmrt_ctx for calls under `meter`; c->fuel is 0 between calls."""
+        local = self.metered_local(meter)
+        c = getattr(local, "c", None)
+        if c is None:
+            ffi = self.cmodule.ffi
+            c = ffi.new("vmrt_ctx *")
+            c.inst, c.max_depth = self.state, meter.max_depth
+            local.call = CCall(meter, c)
+            c.host = local.handle = ffi.new_handle(local.call)
+            local.c = c
+            meter.add_fuel_holder(local.call)  # (c->fuel: Meter.pay_holder)
+        return c
 
     def new_context(self, meter=None):
-        """A vmrt_ctx for one call, and the host state of limits (None without)."""
-        if meter is None:  # one per thread: a C call never starts another on its thread
-            c = getattr(self._local, "c", None)
-            if c is None:
-                c = self._local.c = self.cmodule.ffi.new("vmrt_ctx *")
-                c.inst = self.state
-                c.max_depth = sys.getrecursionlimit()
-                c.fuel = UNLIMITED_FUEL
-            return c, None
-        limited = getattr(self._local, "limited", None)
-        if limited is None or limited[1].meter is not meter:
-            c = self.cmodule.ffi.new("vmrt_ctx *")
-            c.inst = self.state
-            c.max_depth = meter.max_depth
-            call = CCall(meter)
-            c.host = call.handle = self.cmodule.ffi.new_handle(call)
-            self._local.limited = limited = (c, call)
-        c, call = limited
-        call.start(sys._getframe(1))
-        c.fuel, meter.fuel_cell.cell_contents = meter.fuel_cell.cell_contents, 0
+        """A vmrt_ctx for one call, and the host state of limits (None without), the
+        meter's fuel moved into it (finish moves it back)."""
+        if meter is None:
+            return self.context(), None
+        c = self.metered_context(meter)
+        call = self.cmodule.ffi.from_handle(c.host)
+        call.start()
+        c.fuel, meter.fuel_cell.cell_contents = c.fuel + meter.fuel_cell.cell_contents, 0
         return c, call
 
-    def entry(self, ordinal: int, python_function, meter=None):
-        """The callable the Python tier's code calls for function N (with limits, its
-        depth last, as generated code passes it)."""
+    def entry(self, ordinal: int, python_function, meter=None, host_entry: bool = False):
+        """The callable that runs function N in C: without limits, for any caller; with
+        them, for the Python tier's code (its depth last) or, as `host_entry`, for
+        callers outside generated code (vmrt.vm.codegen.host_prologue)."""
         shape = self.cmodule.shapes[ordinal]
-        return make_entry(self, ordinal, [t for _, t in argument_registers(shape.arguments)],
-                          fragment_types(shape.results), python_function, meter)
+        kinds = [t for _, t in argument_registers(shape.arguments)]
+        results = fragment_types(shape.results)
+        general = None
+        if "ref" in kinds:
+            general = general_entry(self, ordinal, kinds, results, python_function, meter)
+        if general is not None and meter is None:
+            entry = general
+        else:
+            entry = straight_entry(self, ordinal, kinds, results, general, meter, host_entry)
+        entry.vmrt_c_ordinal = ordinal
+        workgroups = getattr(self.cmodule.lib, f"vmrt_workgroups_{ordinal}", None)
+        if workgroups is not None:
+            entry.run_workgroups = lambda *a: run_workgroups(self, workgroups, meter, *a)
+        return entry
 
     def finish(self, c, call, refs, failed: bool):
         """After a C call: unspent fuel back to the meter; a failure raised."""
         if call is not None:
-            meter = call.meter
-            meter.fuel_cell.cell_contents += c.fuel
-            call.frame = None
+            call.meter.fuel_cell.cell_contents += c.fuel
+            c.fuel = 0
         if failed:
             error = c_error(self.instance, c, refs, call)
             c.err_kind = c.frame_count = 0  # (the thread's context serves its next call)
             raise error from None
+
+    def run(self, c, call, refs, call_c, *args) -> None:
+        """`call_c(c, *args)` in a context from new_context, then finish (a failure
+        raised as a VMError; an argument cffi refuses raised as it is)."""
+        try:
+            failed = call_c(c, *args)
+        except BaseException:
+            self.finish(c, call, refs, False)
+            raise
+        self.finish(c, call, refs, failed)
+
+    def pay(self, c, cost: int) -> None:
+        """A straight-line call could not pay `cost` from c->fuel (Meter.pay_holder)."""
+        call = self.cmodule.ffi.from_handle(c.host)
+        call.meter.pay_holder(call, cost)
+
+    def failed(self, c):
+        """Raises the error of the failed call of a straight entry (scalars only)."""
+        self.finish(c, self.cmodule.ffi.from_handle(c.host) if c.host else None, None, True)
 
 
 #: Fuel of a context without limits: never runs out (VMRT_CHARGE still counts).
@@ -242,37 +300,51 @@ UNLIMITED_FUEL = 1 << 62
 
 
 class CCall:
-    """The host side of one C call under limits: its meter and deadline, and the
-    error that stopped it (the C code reaches it through c->host)."""
+    """The host side of C calls under limits on one thread (c->host): the meter, the
+    error that stopped a call (the C code reaches it through c->host), and as the
+    meter's fuel holder, the fuel its context keeps between calls (c->fuel)."""
 
-    __slots__ = ("meter", "frame", "deadline", "error", "handle")
+    __slots__ = ("meter", "context", "deadline", "error", "__weakref__")
     _UNSET = object()
 
-    def __init__(self, meter):
+    def __init__(self, meter, context):
         self.meter = meter
-        self.frame = None       # the Python frame that called C (call deadlines: limits.py)
-        self.deadline = self._UNSET
+        self.context = context
+        self.deadline = self._UNSET  # (a call with no VM frame above: call_deadline)
         self.error = None
-        self.handle = None
 
-    def start(self, frame) -> None:
-        """A new call on this thread (its state is reused: one per thread)."""
-        self.frame, self.deadline, self.error = frame, self._UNSET, None
+    @property
+    def fuel(self) -> int:
+        return self.context.fuel
+
+    @fuel.setter
+    def fuel(self, value: int) -> None:
+        self.context.fuel = value
+
+    def __del__(self):  # (its thread ended, or the module instance went away)
+        self.meter.release_fuel_holder(self)
+
+    def start(self) -> None:
+        """A call of the general entry starts (straight entries have VM frames)."""
+        self.deadline, self.error = self._UNSET, None
 
     def call_deadline(self):
-        """As the Python tier's: found on the outermost VM frame, else started now."""
-        if self.deadline is CCall._UNSET:
-            meter = self.meter
-            deadline = meter.call_deadline(self.frame) if self.frame is not None else None
-            if deadline is None and meter.timeout is not None:
-                deadline = time.monotonic() + meter.timeout
-            self.deadline = deadline
-        return self.deadline
+        """As the Python tier's: on the outermost VM frame above (an entry's at least,
+        so each call has its own, started at its first refill); a call with none
+        above (a dispatch's workgroups) starts its own at its first refill."""
+        meter = self.meter
+        deadline = meter.call_deadline(sys._getframe(1))
+        if deadline is None and meter.timeout is not None:
+            if self.deadline is CCall._UNSET:
+                self.deadline = time.monotonic() + meter.timeout
+            deadline = self.deadline
+        return deadline
 
     def refill(self, c, cost: int) -> int:
         meter = self.meter
         cell = meter.fuel_cell
         cell.cell_contents += c.fuel
+        c.fuel = 0  # (a refill takes back what this thread's holders keep: this one is in use)
         try:
             meter.refill_with(cost, meter.interruption_at(self.call_deadline()),
                               meter.MAX_NATIVE_SLICE)
@@ -307,8 +379,11 @@ def _bind_callbacks(ffi) -> None:
         ffi.from_handle(call).meter.release_memory(nbytes)
 
 
-def make_entry(cinstance: CInstance, ordinal: int, kinds, results, python_function,
-               meter=None):
+def general_entry(cinstance: CInstance, ordinal: int, kinds, results, python_function,
+                  meter=None):
+    """The entry of a function with ref arguments (with limits, taking its depth
+    last): their C descriptors made per call, or the Python tier's code for values
+    the C tier does not model."""
     lib, ffi = cinstance.cmodule.lib, cinstance.cmodule.ffi
     call_c = getattr(lib, f"vmrt_entry_{ordinal}")
     ref_positions = [i for i, k in enumerate(kinds) if k == "ref"]
@@ -320,74 +395,131 @@ def make_entry(cinstance: CInstance, ordinal: int, kinds, results, python_functi
         depth = 1
         if limited:
             depth, args = args[-1], args[:-1]
-        refs = None
-        if ref_positions or f32_positions:
-            values = list(args)
-            if ref_positions:
-                refs = CallRefs(ffi)
-                try:
-                    for i in ref_positions:
-                        values[i] = refs.ref(values[i])
-                except Unsupported:
-                    return python_function()(*args, *((depth,) if limited else ()))
-            for i in f32_positions:
-                values[i] = _f32_bits(values[i])
-            args = values
-        c, call = cinstance.new_context(meter)
-        failed = True
+        values = list(args)
+        refs = CallRefs(ffi)
         try:
-            failed = call_c(c, depth, *args)
-        finally:
-            cinstance.finish(c, call, refs, failed)
+            for i in ref_positions:
+                values[i] = refs.ref(values[i])
+        except Unsupported:
+            return python_function()(*args, *((depth,) if limited else ()))
+        for i in f32_positions:
+            values[i] = _f32_bits(values[i])
+        c, call = cinstance.new_context(meter)
+        cinstance.run(c, call, refs, call_c, depth, *values)
         if not readers:
             return None
         if len(readers) == 1:
             return readers[0](c.results[0])
         return tuple(read(c.results[i]) for i, read in enumerate(readers))
-
-    if not (ref_positions or f32_positions or limited):
-        entry = scalar_entry(cinstance, call_c, len(kinds), results, entry)
-    entry.vmrt_c_ordinal = ordinal
-    workgroups = getattr(lib, f"vmrt_workgroups_{ordinal}", None)
-    if workgroups is not None:
-        entry.run_workgroups = lambda *a: run_workgroups(cinstance, workgroups, meter, *a)
-    if limited:  # the generated code's shape: depth last, a fixed arity (Meter.entry)
-        entry = fixed_arity(entry, len(kinds) + 1)
     return entry
 
 
-def scalar_entry(cinstance: CInstance, call_c, arity: int, results, general):
-    """The entry of a function of ints and f64s without limits, as straight Python
-    (a host calling a small function pays ~0.3 us, not ~0.6); `general` handles
-    a failure and any result that is not an int."""
-    params = ", ".join(f"a{i}" for i in range(arity))
-    if any(kind not in ("i32", "i64") for kind in results):
-        return general
-    got = {0: "None", 1: "c.results[0]"}.get(
-        len(results), "(" + ", ".join(f"c.results[{i}]" for i in range(len(results))) + ")")
-    source = f"""def entry({params}):
-    try:
-        c = LOCAL.c
-    except AttributeError:
-        c = NEW()[0]
-    if CALL(c, 1{', ' if arity else ''}{params}):
-        FINISH(c, None, None, True)
-    return {got}
-"""
-    namespace = {"LOCAL": cinstance._local, "NEW": cinstance.new_context, "CALL": call_c,
-                 "FINISH": cinstance.finish}
-    exec(compile(source, "<vmrt C tier entry>", "exec"), namespace)
-    return namespace["entry"]
+def straight_entry(cinstance: CInstance, ordinal: int, kinds, results, general, meter,
+                   host_entry: bool):
+    """An entry generated to do no more than its caller and limits need (a host calling
+    an empty function pays ~0.3 us, and about as much under limits): straight Python
+    over the context's cells (vmrt.vm.limits) and cffi, or a prologue (with limits)
+    ahead of `general` for a function with ref arguments."""
+    module = cinstance.instance.module
+    static_cost = module.static_cost(ordinal) if meter is not None else None
+    shape = _entry_shape(meter is not None, host_entry, static_cost, general is not None)
+    source = _entry_source(kinds, results, shape, meter is not None, host_entry, static_cost)
+    lib = cinstance.cmodule.lib
+    plain = getattr(lib, f"vmrt_entry_{ordinal}")
+    namespace = {"CALL": plain, "PLAIN": plain, "GENERAL": general,
+                 "FAILED": cinstance.failed, "F32_BITS": _f32_bits,
+                 "READ_F32": _read_f32, "READ_F64": _read_f64}
+    if meter is None:
+        namespace.update(LOCAL=cinstance._local, NEW=cinstance.context)
+        return _entry_function(source, namespace, ())
+    if shape in ("metered", "paid"):
+        namespace["CALL"] = getattr(lib, f"vmrt_{shape}_{ordinal}")
+    label = f"{module.name}.{module.function_name(ordinal)}"
+    namespace.update(LOCAL=cinstance.metered_local(meter),
+                     NEW=lambda: cinstance.metered_context(meter),
+                     METER=meter,  # (how Meter.call_deadline knows an entry's frame)
+                     BEGIN_CALL=_naming(label, meter.begin_call),
+                     REFILL=_naming(label, meter.refill),
+                     PAY=_naming(label, lambda c: cinstance.pay(c, static_cost)))
+    return _entry_function(source, namespace, meter.cells)
 
 
-def fixed_arity(entry, arity: int):
-    """`entry` (taking *args) as a function of exactly `arity` parameters."""
-    params = ", ".join(f"a{i}" for i in range(arity))
-    namespace = {"entry": entry}
-    exec(f"def fixed({params}):\n    return entry({params})\n", namespace)
-    fixed = namespace["fixed"]
-    fixed.__dict__.update(entry.__dict__)
-    return fixed
+def _entry_shape(metered: bool, host_entry: bool, static_cost, general: bool) -> str:
+    """How an entry calls C: `general` (ref arguments), `metered` (the function charges:
+    fuel in and out), `paid` (a host calling a straight-line function: paid from the
+    fuel the thread's context holds), else `plain` (no limits, or generated code
+    calling a straight-line function it paid for)."""
+    if general:
+        return "general"
+    if metered and static_cost is None:
+        return "metered"
+    return "paid" if metered and host_entry else "plain"
+
+
+def _entry_source(kinds, results, shape: str, metered: bool, host_entry: bool,
+                  static_cost) -> str:
+    """The source of straight_entry's function (in a scope holding the context's cells)."""
+    params = [f"a{i}" for i in range(len(kinds))]
+    internal = metered and not host_entry  # (called by generated code: its depth last)
+    depth = "D" if internal else "1"  # (1: unchecked, a straight-line function cannot recurse)
+    charged_here = shape == "general" and host_entry and static_cost
+    lines = ["nonlocal FUEL"] if shape == "metered" or charged_here else []
+    if metered and host_entry:
+        with_base = shape != "paid"
+        lines.append(host_prologue(static_cost if charged_here else None, with_base))
+        depth = "base + 1" if with_base else depth
+    signature = params + (["D"] if internal else [])
+    if shape == "general":  # (it converts the arguments itself)
+        return _entry_lines(signature, lines + [f"return GENERAL({', '.join(params + [depth])})"])
+    values = [f"F32_BITS({p})" if kind == "f32" else p for p, kind in zip(params, kinds)]
+    call = ", ".join(["c", depth] + values)
+    lines += ["try:", "    c = LOCAL.c", "except AttributeError:", "    c = NEW()"]
+    if shape == "metered":  # the meter's fuel goes into C for the call, and what is left back
+        lines += ["fuel = FUEL", "FUEL = 0",
+                  "try:", f"    fuel = CALL({', '.join(['c', depth, 'fuel'] + values)})",
+                  "except BaseException:", "    FUEL += fuel", "    raise",
+                  "if fuel < 0:", "    FAILED(c)", "FUEL += fuel"]
+    elif shape == "paid":
+        lines += [f"failed = CALL({call})", "if failed:",
+                  "    if failed == 2:  # (what the context holds did not pay for it)",
+                  "        PAY(c)", f"        failed = PLAIN({call})",
+                  "    if failed:", "        FAILED(c)"]
+    else:
+        lines += [f"if CALL({call}):", "    FAILED(c)"]
+    read = [{"f32": "READ_F32({})", "f64": "READ_F64({})"}.get(kind, "{}").format(
+        f"c.results[{i}]") for i, kind in enumerate(results)]
+    got = "None" if not read else read[0] if len(read) == 1 else f"({', '.join(read)})"
+    return _entry_lines(signature, lines + [f"return {got}"])
+
+
+def _entry_lines(params, lines) -> str:
+    body = "\n".join("        " + line for text in lines for line in text.split("\n"))
+    return f"def scope(FUEL, CUR, WATCH):\n    def entry({', '.join(params)}):\n{body}\n"
+
+
+@functools.lru_cache(maxsize=None)
+def _entry_code(source: str) -> types.CodeType:
+    scope = compile(source, "<vmrt C tier entry>", "exec").co_consts[0]
+    return next(c for c in scope.co_consts if isinstance(c, types.CodeType))
+
+
+def _entry_function(source: str, namespace: dict, cells: dict):
+    code = _entry_code(source)
+    return types.FunctionType(code, namespace, "entry", None,
+                              tuple(cells[name] for name in code.co_freevars) or None)
+
+
+def _naming(label: str, meter_check):
+    """`meter_check` (BEGIN_CALL, REFILL) raising its errors with the VM stack naming
+    the entry's function, as the Python tier's host entry does."""
+    def named(*args):
+        try:
+            return meter_check(*args)
+        except VMError as error:
+            if not error.stack:
+                error.stack, error.c_frames = [label], True
+            raise
+    return named
 
 
 def run_workgroups(cinstance: CInstance, workgroups, meter, local, constants, bindings, ids,
@@ -403,14 +535,8 @@ def run_workgroups(cinstance: CInstance, workgroups, meter, local, constants, bi
         return False
     flat = ffi.new("int32_t[]", [v for xyz in ids for v in xyz] or [0])
     c, call = cinstance.new_context(meter)
-    failed = True
     try:
-        failed = workgroups(c, 1, *args, flat, len(ids), *size, *count)
-    except BaseException:
-        cinstance.finish(c, call, refs, False)
-        raise
-    try:
-        cinstance.finish(c, call, refs, failed)
+        cinstance.run(c, call, refs, workgroups, 1, *args, flat, len(ids), *size, *count)
     except VMError as error:
         error.workgroup = ids[c.results[0]]
         raise

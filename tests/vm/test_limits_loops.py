@@ -1,0 +1,239 @@
+"""Loops under limits run in batches of iterations paid in advance (vmrt.vm.codegen,
+Loop): self-loops, simple cycles of blocks (the test and the body of an ordinary
+loop), inner loops of nested ones. Batches change nothing a host can see: fuel runs
+out at the very block, with the same error, globals and fuel left, as when every
+block pays for itself; a failing block leaves the same fuel; REFILL (where deadlines
+and cancellation are checked) is asked as often; and the C tier agrees."""
+
+from __future__ import annotations
+
+import pytest
+
+import vmrt
+from vmrt.asm import assemble
+from vmrt.errors import VMError
+from vmrt.vm import codegen
+from vmrt.vm.limits import Limits, Meter
+
+# Each block of each loop stores to @steps, so the global tells how far a run got.
+SOURCE = """
+vm.module @loops version 0
+vm.type i32
+vm.global.i32 private mutable @steps
+
+vm.export @steps
+vm.func @steps() -> (i32) {
+^bb0:
+  %i0 = vm.global.load.i32 @steps
+  vm.return %i0
+}
+
+// The test, then the body: cmp; cond_br / add; br.
+vm.export @two_blocks
+vm.func @two_blocks(%i0: i32) -> (i32) {
+^bb0:
+  %i1 = vm.const.i32.zero
+  %i3 = vm.const.i32 1
+  vm.br ^bb1()
+^bb1:
+  vm.global.store.i32 %i1, @steps
+  %i2 = vm.cmp.lt.i32.s %i1, %i0
+  vm.cond_br %i2, ^bb2(), ^bb3()
+^bb2:
+  %i1 = vm.add.i32 %i1, %i3
+  vm.br ^bb1()
+^bb3:
+  vm.return %i1
+}
+
+// A do-while of three blocks: the body, a step, the test at the end.
+vm.export @three_blocks
+vm.func @three_blocks(%i0: i32) -> (i32) {
+^bb0:
+  %i1 = vm.const.i32.zero
+  %i3 = vm.const.i32 1
+  vm.br ^bb1()
+^bb1:
+  %i1 = vm.add.i32 %i1, %i3
+  vm.br ^bb2()
+^bb2:
+  vm.global.store.i32 %i1, @steps
+  vm.br ^bb3()
+^bb3:
+  %i2 = vm.cmp.lt.i32.s %i1, %i0
+  vm.cond_br %i2, ^bb1(), ^bb4()
+^bb4:
+  vm.return %i1
+}
+
+// %i0 rounds of an inner loop of %i1 iterations; @steps counts inner iterations.
+vm.export @nested
+vm.func @nested(%i0: i32, %i1: i32) -> (i32) {
+^bb0:
+  %i4 = vm.const.i32.zero
+  %i2 = vm.const.i32.zero
+  %i3 = vm.const.i32 1
+  vm.br ^bb1()
+^bb1:
+  %i5 = vm.const.i32.zero
+  %i7 = vm.cmp.lt.i32.s %i4, %i0
+  vm.cond_br %i7, ^bb2(), ^bb5()
+^bb2:
+  %i6 = vm.cmp.lt.i32.s %i5, %i1
+  vm.cond_br %i6, ^bb3(), ^bb4()
+^bb3:
+  %i5 = vm.add.i32 %i5, %i3
+  %i2 = vm.add.i32 %i2, %i3
+  vm.global.store.i32 %i2, @steps
+  vm.br ^bb2()
+^bb4:
+  %i4 = vm.add.i32 %i4, %i3
+  vm.br ^bb1()
+^bb5:
+  vm.return %i2
+}
+
+// A self-loop.
+vm.export @self_loop
+vm.func @self_loop(%i0: i32) -> (i32) {
+^bb0:
+  %i1 = vm.const.i32.zero
+  %i3 = vm.const.i32 1
+  vm.br ^bb1()
+^bb1:
+  %i1 = vm.add.i32 %i1, %i3
+  vm.global.store.i32 %i1, @steps
+  %i2 = vm.cmp.lt.i32.s %i1, %i0
+  vm.cond_br %i2, ^bb1(), ^bb2()
+^bb2:
+  vm.return %i1
+}
+
+// Divides by %i0 - i in the middle block of a three-block loop: iteration %i0
+// fails there (integer division by zero).
+vm.export @fails_midway
+vm.func @fails_midway(%i0: i32) -> (i32) {
+^bb0:
+  %i1 = vm.const.i32.zero
+  %i3 = vm.const.i32 1
+  vm.br ^bb1()
+^bb1:
+  %i1 = vm.add.i32 %i1, %i3
+  vm.global.store.i32 %i1, @steps
+  vm.br ^bb2()
+^bb2:
+  %i4 = vm.sub.i32 %i0, %i1
+  %i5 = vm.div.i32.s %i3, %i4
+  vm.br ^bb3()
+^bb3:
+  %i2 = vm.cmp.lt.i32.s %i1, %i3
+  vm.cond_br %i3, ^bb1(), ^bb4()
+^bb4:
+  vm.return %i1
+}
+"""
+
+#: (export, arguments) run under each fuel budget below.
+CALLS = [("two_blocks", (40,)), ("three_blocks", (40,)), ("nested", (6, 7)),
+         ("self_loop", (40,)), ("fails_midway", (30,))]
+LONG_CALLS = [("two_blocks", (700,)), ("three_blocks", (600,)), ("nested", (90, 20)),
+              ("self_loop", (900,)), ("fails_midway", (300,))]
+
+
+@pytest.fixture(scope="module")
+def program() -> bytes:
+    return assemble(SOURCE)
+
+
+@pytest.fixture
+def unbatched(monkeypatch):
+    """Has the code generator charge every block itself (no Loop), in fresh code."""
+    def unbatched_code():
+        monkeypatch.setenv("VMRT_CACHE", "0")
+        monkeypatch.setattr(codegen.FunctionGenerator, "loops", lambda self: {})
+    return unbatched_code
+
+
+def run(program: bytes, name: str, args, **limits):
+    """What a host sees of one call in a fresh context: outcome, @steps, fuel left."""
+    ctx = vmrt.Context(modules=[vmrt.load_module(program)], limits=Limits(**limits))
+    try:
+        outcome = ("ok", ctx.function(f"loops.{name}")(*args))
+    except VMError as error:
+        outcome = ("error", type(error).__name__, error.message, error.stack)
+    ctx.refuel(10**6)  # (@steps may be read whatever fuel was left)
+    return outcome, ctx.function("loops.steps")(), ctx.fuel_remaining - 10**6
+
+
+def fuel_needed(program: bytes, name: str, args) -> int:
+    return 10**9 - run(program, name, args, fuel=10**9)[2]
+
+
+def outcomes(program, calls, budgets):
+    return {(name, fuel): run(program, name, args, fuel=fuel)
+            for name, args in calls for fuel in budgets(program, name, args)}
+
+
+def every_budget(program, name, args):
+    return range(fuel_needed(program, name, args) + 2)
+
+
+def budgets_across_batches(program, name, args):
+    needed = fuel_needed(program, name, args)
+    return sorted({*range(0, needed + 2, 97), *range(max(0, needed - 40), needed + 2)})
+
+
+@pytest.mark.parametrize("calls, budgets", [(CALLS, every_budget),
+                                            (LONG_CALLS, budgets_across_batches)],
+                         ids=["every-budget", "across-batches"])
+def test_fuel_runs_out_where_it_does_when_each_block_pays(program, unbatched, calls, budgets):
+    batched = outcomes(program, calls, budgets)
+    assert any(outcome[0][0] == "error" and outcome[0][1] == "FuelExhausted"
+               for outcome in batched.values())
+    unbatched()
+    assert outcomes(program, calls, budgets) == batched
+
+
+@pytest.mark.parametrize("failing_iteration", [1, 2, 255, 256, 257, 600])
+def test_a_block_failing_in_a_batch_leaves_the_fuel_it_would(program, unbatched,
+                                                            failing_iteration):
+    batched = run(program, "fails_midway", (failing_iteration,), fuel=10**7)
+    assert batched[0][1] == "VMError" and "division by zero" in batched[0][2]
+    assert batched[1] == failing_iteration
+    unbatched()
+    assert run(program, "fails_midway", (failing_iteration,), fuel=10**7) == batched
+
+
+def test_refill_is_asked_as_often_as_when_each_block_pays(program, unbatched, monkeypatch):
+    """Deadlines and cancellation are checked at each refill: batches ask for fuel
+    (a fixed slice here) as many times, after as much work."""
+    monkeypatch.setattr(Meter, "_next_slice", lambda self, max_slice: 1000)
+    asked = []
+    refill_with = Meter.refill_with
+
+    def counted(self, cost, error, max_slice=0):
+        asked.append((self.fuel_cell.cell_contents, cost))
+        return refill_with(self, cost, error, max_slice)
+    monkeypatch.setattr(Meter, "refill_with", counted)
+
+    def refills():
+        asked.clear()
+        for name, args in LONG_CALLS[:-1]:
+            run(program, name, args, fuel=10**6)
+        return list(asked)
+    batched = refills()
+    assert len(batched) > 20
+    unbatched()
+    assert refills() == batched
+
+
+def test_c_tier_stops_at_the_same_point(program, monkeypatch):
+    from vmrt.vm.ctier.build import compiler_identity
+
+    if compiler_identity() is None:
+        pytest.skip("needs a C compiler")
+    monkeypatch.setenv("VMRT_TIER", "c")
+    vmrt.load(program).function("steps")()  # built (a context with limits never builds)
+    in_c = outcomes(program, CALLS, every_budget)
+    monkeypatch.setenv("VMRT_TIER", "python")
+    assert outcomes(program, CALLS, every_budget) == in_c
