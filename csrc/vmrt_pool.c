@@ -17,7 +17,11 @@
 #include <unistd.h>
 
 #define VMRT_POOL_MAX 64
-#define VMRT_POOL_SPINS 2000
+/* Spins before sleeping: long at a region's barrier (the next region follows at
+ * once), short waiting for the next run (it may be long in coming, and a spinning
+ * worker takes a core from the host's Python threads meanwhile). */
+#define VMRT_BARRIER_SPINS 2000
+#define VMRT_IDLE_SPINS 50
 #define VMRT_LOCAL_ALIGNMENT 64
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -61,8 +65,8 @@ static void futex_wait(uint32_t* word, uint32_t expected) {
 }
 
 /* Waits until *word is no longer `seen`. */
-static void wait_change(vmrt_pool_t* pool, uint32_t* word, uint32_t seen) {
-  for (int i = 0; i < VMRT_POOL_SPINS; ++i) {
+static void wait_change(vmrt_pool_t* pool, uint32_t* word, uint32_t seen, int spins) {
+  for (int i = 0; i < spins; ++i) {
     if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seen) return;
     cpu_relax();
   }
@@ -86,7 +90,7 @@ static void barrier(vmrt_pool_t* pool, uint32_t participants, uint32_t* phase) {
     __atomic_store_n(&pool->arrived, 0, __ATOMIC_RELAXED);
     publish(pool, &pool->phase, seen + 1);
   } else {
-    wait_change(pool, &pool->phase, seen);
+    wait_change(pool, &pool->phase, seen, VMRT_BARRIER_SPINS);
   }
   *phase = seen + 1;
 }
@@ -121,7 +125,7 @@ static void* worker_main(void* arg) {
   vmrt_pool_t* pool = worker->pool;
   uint32_t seen = 0;
   for (;;) {
-    wait_change(pool, &pool->generation, seen);
+    wait_change(pool, &pool->generation, seen, VMRT_IDLE_SPINS);
     seen = __atomic_load_n(&pool->generation, __ATOMIC_ACQUIRE);
     if (__atomic_load_n(&pool->shutdown, __ATOMIC_ACQUIRE)) return NULL;
     run_share(pool, worker->index, __atomic_load_n(&pool->phase, __ATOMIC_ACQUIRE));
