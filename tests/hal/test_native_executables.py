@@ -45,10 +45,11 @@ def _values(buffer):
     return list(struct.unpack(f"<{buffer.byte_length // 4}i", buffer.map_read(0, -1)))
 
 
-def _dispatch(device, executable, function, count, constants=b"", bindings=()):
+def _run(device, record) -> None:
+    """Records a command buffer with record(cb), runs it and waits for it."""
     cb = device.create_command_buffer(0, ANY)
     cb.begin()
-    cb.dispatch(executable, function, count, constants, list(bindings))
+    record(cb)
     cb.end()
     signal = device.create_fence()
     try:
@@ -56,6 +57,11 @@ def _dispatch(device, executable, function, count, constants=b"", bindings=()):
     except HalError:
         pass  # local-sync raises as well as failing the fence: the wait raises for both
     signal.wait()
+
+
+def _dispatch(device, executable, function, count, constants=b"", bindings=()):
+    _run(device, lambda cb: cb.dispatch(executable, function, count, constants,
+                                        list(bindings)))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

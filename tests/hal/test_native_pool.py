@@ -18,7 +18,7 @@ from vmrt.hal import BufferUsage, HalError, create_device
 from vmrt.hal.device import SyncDevice
 from vmrt.hal.native_loader import EMBEDDED_FORMAT, NativePool, native_unavailable_reason
 
-from tests.hal.test_native_executables import ANY, DEFAULT, DEVICE_LOCAL, _buffer, _values
+from tests.hal.test_native_executables import ANY, DEFAULT, DEVICE_LOCAL, _buffer, _run, _values
 
 pytestmark = pytest.mark.skipif(native_unavailable_reason() is not None,
                                 reason=str(native_unavailable_reason()))
@@ -31,19 +31,6 @@ def device(request):
     device = create_device(request.param)
     yield device
     device.close()
-
-
-def _run(device, record) -> None:
-    cb = device.create_command_buffer(0, ANY)
-    cb.begin()
-    record(cb)
-    cb.end()
-    signal = device.create_fence()
-    try:
-        device.queue_execute(-1, None, signal, cb)
-    except HalError:
-        pass  # local-sync raises as well as failing the fence: the wait raises for both
-    signal.wait()
 
 
 def _add(cb, executable, source, target, amount: int, count: int = ELEMENTS) -> None:
