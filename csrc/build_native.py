@@ -112,6 +112,7 @@ CDEF = """
       size_t binding_lengths[64];
       uint64_t next;
       uint64_t grain;
+      uint64_t done;
       int32_t failed;
       int32_t result;
       uint64_t failed_index;
@@ -122,6 +123,9 @@ CDEF = """
                                  uint32_t binding_count);
     void vmrt_dispatch_blocks_copy(vmrt_dispatch_block_t* target,
                                    const vmrt_dispatch_block_t* source, uint32_t count);
+    int vmrt_dispatch_blocks_bind(vmrt_dispatch_block_t* blocks, uint32_t count,
+                                  const uint64_t* addresses, const uint64_t* lengths,
+                                  size_t total);
     typedef struct vmrt_library vmrt_library_t;
     void vmrt_cpu_data(uint64_t out[8]);
     int vmrt_library_open(void* query_fn, uintptr_t image_base, size_t image_size,

@@ -278,6 +278,22 @@ void vmrt_dispatch_blocks_copy(vmrt_dispatch_block_t* target,
   }
 }
 
+int vmrt_dispatch_blocks_bind(vmrt_dispatch_block_t* blocks, uint32_t count,
+                              const uint64_t* addresses, const uint64_t* lengths,
+                              size_t total) {
+  size_t needed = 0;
+  for (uint32_t i = 0; i < count; ++i) needed += blocks[i].state.binding_count;
+  if (needed != total) return -1;
+  size_t k = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    for (uint32_t b = 0; b < blocks[i].state.binding_count; ++b, ++k) {
+      blocks[i].binding_addresses[b] = (uintptr_t)addresses[k];
+      blocks[i].binding_lengths[b] = (size_t)lengths[k];
+    }
+  }
+  return 0;
+}
+
 /* Records the first failure; later ones (other workers) keep it. */
 static int record_failure(vmrt_dispatch_block_t* b, int ret, uint64_t index) {
   int32_t expected = 0;
@@ -328,6 +344,8 @@ int vmrt_library_dispatch_shared(const vmrt_library_t* lib, uint32_t ordinal,
     int ret = vmrt_library_dispatch(lib, ordinal, b, start, stop, processor_id,
                                     local_memory, local_memory_size);
     if (ret) return ret;
+    /* Release: whoever sees the count sees the workgroups' writes. */
+    __atomic_add_fetch(&b->done, stop - start, __ATOMIC_RELEASE);
   }
 }
 

@@ -125,6 +125,7 @@ typedef struct vmrt_dispatch_block_t {
   size_t binding_lengths[VMRT_MAX_BINDING_COUNT];
   uint64_t next;    /* shared workgroup counter (vmrt_library_dispatch_shared) */
   uint64_t grain;   /* workgroups taken at a time from it */
+  uint64_t done;    /* workgroups finished (vmrt_library_dispatch_shared) */
   int32_t failed;   /* set once a workgroup failed: the others stop */
   int32_t result;   /* the failing workgroup's return value */
   uint64_t failed_index;
@@ -166,6 +167,13 @@ int vmrt_library_dispatch(const vmrt_library_t* library, uint32_t ordinal,
  * into the copies, not the originals). */
 void vmrt_dispatch_blocks_copy(vmrt_dispatch_block_t* target,
                                const vmrt_dispatch_block_t* source, uint32_t count);
+
+/* Fills the bindings of `count` blocks from one list: each block's
+ * state.binding_count addresses and lengths in turn, `total` in all. Returns 0,
+ * or -1 (nothing written) when the blocks need another total. */
+int vmrt_dispatch_blocks_bind(vmrt_dispatch_block_t* blocks, uint32_t count,
+                              const uint64_t* addresses, const uint64_t* lengths,
+                              size_t total);
 
 /* Runs workgroups of [0, total) taken block->grain at a time from block->next
  * until none are left: every worker of a dispatch calls it, so a worker that

@@ -1,15 +1,26 @@
 /* The workers of a local-task device for native dispatches (vmrt_pool.h).
  *
- * Participants meet on three futex words: `generation` (a new run: workers
- * wake), `phase` (the end of a region: everyone waits for the last arrival).
- * Waiting spins briefly first: the next region usually starts within
- * microseconds, and a futex wake-up costs tens of them. */
+ * The caller of a run does all of its work if need be; the pool's threads help
+ * when they get there. A run goes region by region: the caller publishes a
+ * region (a range of tasks), everyone in the run takes workgroups from its
+ * dispatches' shared counters, and the caller starts the next region once every
+ * workgroup of this one has finished (the blocks' `done` counts), not once every
+ * thread has arrived: a worker still asleep holds up nothing, which on small
+ * dispatches is most of the cost (a futex wake-up takes tens of microseconds).
+ *
+ * A worker counts itself in `active` before it looks at a run and out when it
+ * leaves; the caller closes the run (`open` = 0) and then waits for `active` to
+ * drop to zero before it returns, so no worker touches a run's tasks or blocks
+ * after it ended. Workers only spin while counted in: before sleeping they leave
+ * the run, and rejoin when they wake. One futex word, `seq`, moves at every new
+ * region (and run); waiting spins briefly first. */
 #define _GNU_SOURCE
 #include "vmrt_pool.h"
 
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +28,14 @@
 #include <unistd.h>
 
 #define VMRT_POOL_MAX 64
-/* Spins before sleeping: long at a region's barrier (the next region follows at
- * once), short waiting for the next run (it may be long in coming, and a spinning
- * worker takes a core from the host's Python threads meanwhile). */
-#define VMRT_BARRIER_SPINS 2000
+/* Spins before sleeping: long between regions of a run (the next region follows
+ * at once), short waiting for the next run (it may be long in coming, and a
+ * spinning worker takes a core from the host's Python threads meanwhile). */
+#define VMRT_REGION_SPINS 2000
 #define VMRT_IDLE_SPINS 50
+/* Spins of the caller waiting on workgroups other threads hold before it yields
+ * its core (the thread holding them may be waiting for one). */
+#define VMRT_YIELD_SPINS 4000
 #define VMRT_LOCAL_ALIGNMENT 64
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -44,16 +58,15 @@ struct vmrt_pool {
   uint32_t thread_count;
   pthread_t threads[VMRT_POOL_MAX];
   vmrt_pool_worker_t workers[VMRT_POOL_MAX];
-  /* The current run: written by the caller before `generation` moves. */
+  /* The current run: written by the caller while it is closed. */
   const vmrt_pool_task_t* tasks;
   vmrt_dispatch_block_t* blocks;
-  uint32_t count;
-  uint32_t run_participants;
-  uint32_t stop; /* a dispatch failed: later regions do not start */
-  /* Futex words and who sleeps on them. */
-  uint32_t generation;
-  uint32_t phase;
-  uint32_t arrived;
+  uint32_t stop;   /* a dispatch failed: later regions do not start */
+  uint64_t region; /* the current region's tasks: [low 32 bits, high 32 bits) */
+  uint32_t open;   /* 1 while workers may join the run */
+  uint32_t active; /* workers counted in a run */
+  /* The futex word and who sleeps on it. */
+  uint32_t seq;
   uint32_t sleepers;
   uint32_t shutdown;
   void* local[VMRT_POOL_MAX];
@@ -64,12 +77,18 @@ static void futex_wait(uint32_t* word, uint32_t expected) {
   syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
 }
 
-/* Waits until *word is no longer `seen`. */
-static void wait_change(vmrt_pool_t* pool, uint32_t* word, uint32_t seen, int spins) {
+/* Spins until *word is no longer `seen`; 1 if it changed. */
+static int spin_change(uint32_t* word, uint32_t seen, int spins) {
   for (int i = 0; i < spins; ++i) {
-    if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seen) return;
+    if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seen) return 1;
     cpu_relax();
   }
+  return 0;
+}
+
+/* Waits until *word is no longer `seen`. */
+static void wait_change(vmrt_pool_t* pool, uint32_t* word, uint32_t seen, int spins) {
+  if (spin_change(word, seen, spins)) return;
   /* Sequentially consistent with publish(): either it sees a sleeper or this
    * sees the new value (and the kernel rechecks *word before sleeping). */
   __atomic_add_fetch(&pool->sleepers, 1, __ATOMIC_SEQ_CST);
@@ -77,22 +96,11 @@ static void wait_change(vmrt_pool_t* pool, uint32_t* word, uint32_t seen, int sp
   __atomic_sub_fetch(&pool->sleepers, 1, __ATOMIC_SEQ_CST);
 }
 
-static void publish(vmrt_pool_t* pool, uint32_t* word, uint32_t value) {
-  __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&pool->sleepers, __ATOMIC_SEQ_CST))
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-}
-
-/* The end of a region: the last participant to arrive lets everyone go on. */
-static void barrier(vmrt_pool_t* pool, uint32_t participants, uint32_t* phase) {
-  uint32_t seen = *phase;
-  if (__atomic_add_fetch(&pool->arrived, 1, __ATOMIC_ACQ_REL) == participants) {
-    __atomic_store_n(&pool->arrived, 0, __ATOMIC_RELAXED);
-    publish(pool, &pool->phase, seen + 1);
-  } else {
-    wait_change(pool, &pool->phase, seen, VMRT_BARRIER_SPINS);
-  }
-  *phase = seen + 1;
+/* Moves `seq`, waking sleepers when `wake` (a region with work to share). */
+static void publish(vmrt_pool_t* pool, int wake) {
+  __atomic_add_fetch(&pool->seq, 1, __ATOMIC_SEQ_CST);
+  if (wake && __atomic_load_n(&pool->sleepers, __ATOMIC_SEQ_CST))
+    syscall(SYS_futex, &pool->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 static uint64_t workgroup_total(const vmrt_dispatch_block_t* b) {
@@ -100,23 +108,27 @@ static uint64_t workgroup_total(const vmrt_dispatch_block_t* b) {
          b->state.workgroup_count_z;
 }
 
-/* Participant `self`'s share of a run: every task of every region, workgroups
- * taken from the shared counters, a barrier after each region. */
-static void run_share(vmrt_pool_t* pool, uint32_t self, uint32_t phase) {
+/* Participant `self` takes workgroups of tasks [low, high) until none are left. */
+static void take_work(vmrt_pool_t* pool, uint32_t self, uint32_t low, uint32_t high) {
   const vmrt_pool_task_t* tasks = pool->tasks;
   vmrt_dispatch_block_t* blocks = pool->blocks;
-  uint32_t count = pool->count, participants = pool->run_participants;
-  for (uint32_t i = 0; i < count;) {
-    uint32_t end = i + 1;
-    while (end < count && tasks[end].region == tasks[i].region) ++end;
-    for (uint32_t t = i; t < end && !__atomic_load_n(&pool->stop, __ATOMIC_RELAXED); ++t) {
-      if (vmrt_library_dispatch_shared(tasks[t].library, tasks[t].ordinal, &blocks[t],
-                                       workgroup_total(&blocks[t]), self, pool->local[self],
-                                       pool->local_size[self]))
-        __atomic_store_n(&pool->stop, 1, __ATOMIC_RELAXED);
-    }
-    if (participants > 1) barrier(pool, participants, &phase);
-    i = end;
+  for (uint32_t t = low; t < high && !__atomic_load_n(&pool->stop, __ATOMIC_RELAXED); ++t) {
+    if (vmrt_library_dispatch_shared(tasks[t].library, tasks[t].ordinal, &blocks[t],
+                                     workgroup_total(&blocks[t]), self, pool->local[self],
+                                     pool->local_size[self]))
+      __atomic_store_n(&pool->stop, 1, __ATOMIC_RELAXED);
+  }
+}
+
+/* A worker counted in a run: helps with region after region while the next one
+ * follows within its spins; returns when the run closed or it stopped spinning. */
+static void help(vmrt_pool_t* pool, uint32_t self, uint32_t* seen) {
+  for (;;) {
+    uint64_t region = __atomic_load_n(&pool->region, __ATOMIC_ACQUIRE);
+    take_work(pool, self, (uint32_t)region, (uint32_t)(region >> 32));
+    if (!spin_change(&pool->seq, *seen, VMRT_REGION_SPINS)) return;
+    *seen = __atomic_load_n(&pool->seq, __ATOMIC_ACQUIRE);
+    if (!__atomic_load_n(&pool->open, __ATOMIC_SEQ_CST)) return;
   }
 }
 
@@ -125,16 +137,20 @@ static void* worker_main(void* arg) {
   vmrt_pool_t* pool = worker->pool;
   uint32_t seen = 0;
   for (;;) {
-    wait_change(pool, &pool->generation, seen, VMRT_IDLE_SPINS);
-    seen = __atomic_load_n(&pool->generation, __ATOMIC_ACQUIRE);
+    wait_change(pool, &pool->seq, seen, VMRT_IDLE_SPINS);
+    seen = __atomic_load_n(&pool->seq, __ATOMIC_ACQUIRE);
     if (__atomic_load_n(&pool->shutdown, __ATOMIC_ACQUIRE)) return NULL;
-    run_share(pool, worker->index, __atomic_load_n(&pool->phase, __ATOMIC_ACQUIRE));
+    /* Counted in first, then the run checked: the caller closes it first, then
+     * checks the count (sequentially consistent both): one of them sees the other. */
+    __atomic_add_fetch(&pool->active, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&pool->open, __ATOMIC_SEQ_CST)) help(pool, worker->index, &seen);
+    __atomic_sub_fetch(&pool->active, 1, __ATOMIC_RELEASE);
   }
 }
 
 static void stop_threads(vmrt_pool_t* pool) {
   __atomic_store_n(&pool->shutdown, 1, __ATOMIC_RELEASE);
-  publish(pool, &pool->generation, pool->generation + 1);
+  publish(pool, 1);
   for (uint32_t i = 0; i < pool->thread_count; ++i) pthread_join(pool->threads[i], NULL);
   pool->thread_count = 0;
 }
@@ -218,11 +234,55 @@ static int64_t run_alone(const vmrt_pool_task_t* tasks, vmrt_dispatch_block_t* b
   if (grow_local(&solo.local[0], &solo.local_size[0], local)) return -2;
   solo.tasks = tasks;
   solo.blocks = blocks;
-  solo.count = count;
-  solo.run_participants = 1;
-  run_share(&solo, 0, 0);
+  take_work(&solo, 0, 0, count); /* (the tasks' order is their regions') */
   free(solo.local[0]);
   return first_failure(blocks, count);
+}
+
+/* The caller waits for the workgroups of tasks [low, high) that others hold. */
+static void await_region(vmrt_pool_t* pool, uint32_t low, uint32_t high) {
+  int spins = 0;
+  for (uint32_t t = low; t < high; ++t) {
+    vmrt_dispatch_block_t* b = &pool->blocks[t];
+    uint64_t total = workgroup_total(b);
+    while (__atomic_load_n(&b->done, __ATOMIC_ACQUIRE) < total &&
+           !__atomic_load_n(&b->failed, __ATOMIC_ACQUIRE) &&
+           !__atomic_load_n(&pool->stop, __ATOMIC_RELAXED)) {
+      if (++spins % VMRT_YIELD_SPINS == 0) sched_yield();
+      else cpu_relax();
+    }
+  }
+}
+
+/* The caller's side of a run with the pool (run_lock held, blocks reset). */
+static void run_shared(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks, uint32_t count) {
+  uint32_t participants = pool->participants;
+  for (uint32_t i = 0; i < count; ++i) {
+    vmrt_dispatch_block_t* b = &pool->blocks[i];
+    uint64_t grain = workgroup_total(b) / (4 * (uint64_t)participants);
+    b->grain = grain ? grain : 1;
+  }
+  __atomic_store_n(&pool->open, 1, __ATOMIC_SEQ_CST);
+  for (uint32_t i = 0; i < count && !__atomic_load_n(&pool->stop, __ATOMIC_RELAXED);) {
+    uint32_t end = i + 1;
+    uint64_t workgroups = workgroup_total(&pool->blocks[i]);
+    while (end < count && tasks[end].region == tasks[i].region)
+      workgroups += workgroup_total(&pool->blocks[end++]);
+    __atomic_store_n(&pool->region, (uint64_t)i | ((uint64_t)end << 32), __ATOMIC_RELEASE);
+    publish(pool, workgroups > 1); /* (one workgroup: the caller's alone) */
+    take_work(pool, 0, i, end);
+    await_region(pool, i, end);
+    i = end;
+  }
+  /* Closed, then the count checked: a worker counted in after this sees it closed.
+   * `seq` moves too, for the workers spinning in help(); sleepers need not wake. */
+  __atomic_store_n(&pool->open, 0, __ATOMIC_SEQ_CST);
+  publish(pool, 0);
+  int spins = 0;
+  while (__atomic_load_n(&pool->active, __ATOMIC_SEQ_CST)) {
+    if (++spins % VMRT_YIELD_SPINS == 0) sched_yield();
+    else cpu_relax();
+  }
 }
 
 int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks,
@@ -233,34 +293,24 @@ int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks,
   for (uint32_t i = 0; i < count; ++i) {
     vmrt_dispatch_block_t* b = &blocks[i];
     b->next = 0;
+    b->done = 0;
     b->failed = 0;
   }
   if (!pool || pool->pid != getpid() || pool->participants == 1 || widest <= 1)
     return run_alone(tasks, blocks, count, local);
   pthread_mutex_lock(&pool->run_lock);
-  /* Every worker takes part in every run, with work or without: a worker left
-   * out could not tell, when it wakes late, which run it was left out of. */
-  uint32_t participants = pool->participants;
-  for (uint32_t p = 0; p < participants; ++p) {
+  /* No worker is counted in (the last run waited for that): local memory is free
+   * to grow. */
+  for (uint32_t p = 0; p < pool->participants; ++p) {
     if (grow_local(&pool->local[p], &pool->local_size[p], local)) {
       pthread_mutex_unlock(&pool->run_lock);
       return -2;
     }
   }
-  for (uint32_t i = 0; i < count; ++i) {
-    vmrt_dispatch_block_t* b = &blocks[i];
-    uint64_t grain = workgroup_total(b) / (4 * (uint64_t)participants);
-    b->grain = grain ? grain : 1;
-  }
   pool->tasks = tasks;
   pool->blocks = blocks;
-  pool->count = count;
-  pool->run_participants = participants;
   pool->stop = 0;
-  uint32_t phase = __atomic_load_n(&pool->phase, __ATOMIC_ACQUIRE);
-  publish(pool, &pool->generation, pool->generation + 1);
-  run_share(pool, 0, phase);
-  /* Every participant has passed the last barrier: none reads the tasks again. */
+  run_shared(pool, tasks, count);
   pool->tasks = NULL;
   pool->blocks = NULL;
   pthread_mutex_unlock(&pool->run_lock);

@@ -4,8 +4,9 @@
  * Python prepares every dispatch (vmrt_dispatch_block_t) and hands the list to
  * vmrt_pool_run. The calling thread and the pool's threads take workgroups from
  * each dispatch's shared counter (block->next, block->grain at a time); the
- * dispatches of one region run side by side, and every participant waits for
- * all the others at the end of a region (IREE's barrier between regions). One
+ * dispatches of one region run side by side, and the next region starts once
+ * every workgroup of this one has finished (IREE's barrier between regions). The
+ * threads help when they get there: the caller never waits for one to wake. One
  * Python round trip per command buffer instead of one thread hand-off per
  * region: on small dispatches the hand-offs cost more than the work. */
 #ifndef VMRT_POOL_H_

@@ -70,3 +70,117 @@ def test_indirect_slot_requirements_merge_across_commands():
         device.queue_execute(-1, None, None, command_buffer, [(large, 0, 16), (small, 0, 12)])
     assert failure.value.code == StatusCode.OUT_OF_RANGE
     device.queue_execute(-1, None, None, command_buffer, [(small, 0, 12), (large, 0, 16)])
+
+
+# -- binding addresses (native dispatches bind by address, not through views) ----------------------
+def _address_of(view) -> int:
+    return np.frombuffer(view, np.uint8).ctypes.data if len(view) else 0
+
+
+@pytest.mark.parametrize("size", [1, 100, 70_000, MAPPED_ALLOCATION_BYTES])
+def test_binding_span_addresses_are_those_of_the_mapped_bytes(size):
+    buffer = HeapAllocator().allocate_buffer(DEVICE_LOCAL, DEFAULT, size)
+    assert buffer.storage_address() % 64 == 0  # IREE's heap alignment, small or large
+    for target, offset, length in [(buffer, 0, -1), (buffer, size // 2, -1),
+                                   (buffer.subspan(size // 3, size - size // 3), 1 % size, 0)]:
+        root, start, mapped = target.binding_span(offset, length)
+        assert root is buffer
+        view = target.map_binding(offset, length)
+        assert mapped == len(view)
+        if mapped:
+            assert buffer.storage_address() + start == _address_of(view)
+
+
+def test_binding_span_checks_what_map_binding_checks():
+    allocator = HeapAllocator()
+    buffer = allocator.allocate_buffer(DEVICE_LOCAL, DEFAULT, 16)
+    with pytest.raises(HalError) as failure:
+        buffer.binding_span(8, 12)
+    assert failure.value.code == StatusCode.OUT_OF_RANGE
+    buffer.decommit()
+    with pytest.raises(HalError) as failure:
+        buffer.binding_span(0, -1)
+    assert failure.value.code == StatusCode.FAILED_PRECONDITION
+
+
+def test_read_only_memory_has_an_address_and_moves_when_bound_for_writing():
+    data = bytes(range(64)) * 2
+    buffer = HeapAllocator().import_buffer(data, DEVICE_LOCAL, DEFAULT, int(MemoryAccess.READ))
+    assert buffer.storage_address() == _address_of(memoryview(data))
+    buffer.copy_on_write = True  # as module constants are
+    root, start, length = buffer.binding_span(0, -1)
+    assert not root.storage.readonly  # a private copy, written by dispatches, not `data`
+    assert buffer.storage_address() == _address_of(root.storage) != _address_of(memoryview(data))
+    assert bytes(root.storage[start:start + length]) == data
+
+
+# -- remembered checks: each still fails for what it did not see ------------------------------------
+def test_allocator_remembers_parameters_each_for_itself():
+    allocator = HeapAllocator()
+    for _ in range(2):
+        for memory_type, usage in [(DEVICE_LOCAL, DEFAULT), (DEVICE_LOCAL, 0),
+                                   (int(MemoryType.HOST_LOCAL), int(BufferUsage.DISPATCH)),
+                                   (0, int(BufferUsage.TRANSFER))]:
+            buffer = allocator.allocate_buffer(memory_type, usage, 8)
+            expected = allocator.query_compatibility(memory_type or int(MemoryType.OPTIMAL),
+                                                     usage or DEFAULT)
+            assert (buffer.memory_type, buffer.allowed_usage) == expected[1:]
+    for usage in range(1, 300):  # a module asking for many combinations: a bounded memory
+        assert allocator.allocate_buffer(DEVICE_LOCAL, usage, 1).allowed_usage & usage == usage
+    assert len(allocator._allocation_params) <= 64
+
+
+def test_submission_checks_each_buffer_whatever_passed_before():
+    device = create_device("local-sync")
+    command_buffer = device.create_command_buffer(0, ANY_CATEGORY, binding_capacity=1)
+    command_buffer.begin()
+    command_buffer.fill_buffer((None, 0, 0, 4), b"\x07")
+    command_buffer.end()
+    good = device.allocator.allocate_buffer(DEVICE_LOCAL, DEFAULT, 4)
+    device.queue_execute(-1, None, None, command_buffer, [(good, 0, 4)])
+    assert good.map_read(0, 4) == b"\x07" * 4
+    read_only = device.allocator.import_buffer(bytearray(4), DEVICE_LOCAL, DEFAULT,
+                                               int(MemoryAccess.READ))
+    for _ in range(2):
+        with pytest.raises(HalError) as failure:
+            device.queue_execute(-1, None, None, command_buffer, [(read_only, 0, 4)])
+        assert failure.value.code == StatusCode.PERMISSION_DENIED
+    device.queue_execute(-1, None, None, command_buffer, [(good, 0, 4)])
+
+
+# -- host arrays in and out ----------------------------------------------------------------------
+class _ArrayLike:
+    """An object exposing __array_interface__ itself (not through its class)."""
+
+    def __init__(self, array):
+        self.__array_interface__ = array.__array_interface__
+        self._array = array
+
+
+def test_host_adapter_converts_arrays_at_ref_positions_only():
+    from vmrt.hal.buffer_view import BufferView
+    from vmrt.modules.hal import HostAdapter
+    from vmrt.vm.cconv import signature_of
+    adapter = HostAdapter(create_device("local-sync"))
+    array = np.arange(6, dtype=np.float32).reshape(2, 3)
+    converted = adapter.convert_arguments(signature_of("0rir_r"),
+                                          (array, 5, _ArrayLike(array + 1)))
+    assert isinstance(converted[0], BufferView) and converted[1] == 5
+    assert isinstance(converted[2], BufferView)
+    assert (adapter.convert_results(None, converted[2]) == array + 1).all()
+    unchanged = (converted[0], 5, None)
+    assert adapter.convert_arguments(signature_of("0rir_r"), unchanged) is unchanged
+
+
+@pytest.mark.parametrize("array", [
+    np.arange(6, dtype=np.float32).reshape(2, 3), np.array(2.5), np.zeros((0, 4), np.int8),
+    np.array([True, False]), np.arange(4, dtype=">i4"), np.arange(12, dtype=np.int16)[::2],
+    np.arange(70_000, dtype=np.uint8).reshape(7, 10_000)])
+def test_numpy_round_trip_keeps_values_dtype_and_shape(array):
+    from vmrt.hal.buffer_view_io import buffer_view_from_numpy, buffer_view_to_numpy
+    view = buffer_view_from_numpy(array, create_device("local-sync"))
+    assert view.byte_length == array.nbytes and view.shape == array.shape
+    assert view.buffer.storage_address() % 64 == 0
+    back = buffer_view_to_numpy(view)
+    assert back.shape == array.shape and back.dtype == array.dtype.newbyteorder("=")
+    assert (back == array).all()

@@ -24,6 +24,8 @@ _ALLOCATABLE = int(BufferCompatibility.ALLOCATABLE)
 _IMPORTABLE = int(BufferCompatibility.IMPORTABLE)
 _DEFAULT_USAGE = int(BufferUsage.DEFAULT)
 _ACCESS_ALL = int(MemoryAccess.ALL)
+#: How many parameter combinations an allocator remembers (_allocation_params_of).
+_REMEMBERED_PARAMS = 64
 
 
 def canonical_params(memory_type: int, usage: int, access: int = 0) -> tuple[int, int, int]:
@@ -53,11 +55,12 @@ def queue_compatibility(memory_type: int, usage: int) -> int:
 class HeapAllocator(RefObject):
     """A hal.allocator handing out host memory buffers."""
 
-    __slots__ = ("identifier", "statistics")
+    __slots__ = ("identifier", "statistics", "_allocation_params")
 
     def __init__(self, identifier: str = "heap"):
         self.identifier = identifier
         self.statistics = AllocatorStatistics()
+        self._allocation_params: dict[tuple, tuple[int, int, int]] = {}
 
     def __repr__(self) -> str:
         return f"<hal.allocator {self.identifier}>"
@@ -71,17 +74,30 @@ class HeapAllocator(RefObject):
     def allocate_buffer(self, memory_type: int, usage: int, size: int, access: int = 0,
                         queue_affinity: int = -1, initial_data=None) -> Buffer:
         """A new buffer, zero-filled or holding a copy of `initial_data` (`size` bytes)."""
+        params = self._allocation_params.get((memory_type, usage, access))
+        if params is None:
+            params = self._allocation_params_of(memory_type, usage, access)
+        buffer = Buffer.allocate(size, *params, queue_affinity, initial_data)
+        stats = self.statistics
+        stats.buffers_allocated += 1
+        stats.host_bytes_allocated += size
+        return buffer
+
+    def _allocation_params_of(self, memory_type: int, usage: int,
+                              access: int) -> tuple[int, int, int]:
+        """(memory type, access, usage) of a buffer allocated with these parameters,
+        remembered for the next allocation alike (a model allocates with the same
+        few parameters on every call; a bounded number, whatever a module asks)."""
+        key = (memory_type, usage, access)
         memory_type, usage, access = canonical_params(memory_type, usage, access)
         compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
         if not compatibility & _ALLOCATABLE:
             raise HalError("allocator cannot allocate a buffer with the given parameters",
                            StatusCode.INVALID_ARGUMENT)
-        buffer = Buffer.allocate(size, memory_type, access, usage, queue_affinity,
-                                 initial_data)
-        stats = self.statistics
-        stats.buffers_allocated += 1
-        stats.host_bytes_allocated += size
-        return buffer
+        params = (memory_type, access, usage)
+        if len(self._allocation_params) < _REMEMBERED_PARAMS:
+            self._allocation_params[key] = params
+        return params
 
     def import_buffer(self, memory, memory_type: int, usage: int, access: int = 0,
                       queue_affinity: int = -1) -> Buffer:

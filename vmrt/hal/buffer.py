@@ -54,6 +54,11 @@ def zeroed_memory(size: int):
     nothing in (a 4 MiB buffer written whole: ~0.23 ms, ~0.32 from a new mapping),
     so only a buffer's first allocation pays; small ones would pay a syscall too.
     """
+    return _zeroed_allocation(size)[0]
+
+
+def _zeroed_allocation(size: int) -> tuple:
+    """(zeroed_memory(size), its address or None when not known yet)."""
     if size >= MAPPED_ALLOCATION_BYTES and _MAP_ANONYMOUS:
         try:
             memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | _MAP_ANONYMOUS)
@@ -64,7 +69,7 @@ def zeroed_memory(size: int):
                 memory.madvise(mmap.MADV_HUGEPAGE)
             except (AttributeError, OSError, ValueError):
                 pass  # no THP: 4 KiB zero pages fault in on first touch, still lazily
-            return memory
+            return memory, None
     return _aligned_bytearray(size)
 
 
@@ -73,24 +78,51 @@ def zeroed_memory(size: int):
 BUFFER_ALIGNMENT = 64
 
 
-def _aligned_bytearray(size: int) -> memoryview:
-    """`size` zero bytes starting at a BUFFER_ALIGNMENT boundary of a bytearray."""
+def _aligned_bytearray(size: int) -> tuple[memoryview, int]:
+    """`size` zero bytes starting at a BUFFER_ALIGNMENT boundary of a bytearray,
+    and their address."""
     data = bytearray(size + BUFFER_ALIGNMENT)
-    offset = -ctypes.addressof(ctypes.c_char.from_buffer(data)) % BUFFER_ALIGNMENT
-    return memoryview(data)[offset:offset + size]
+    base = ctypes.addressof(ctypes.c_char.from_buffer(data))
+    offset = -base % BUFFER_ALIGNMENT
+    return memoryview(data)[offset:offset + size], base + offset
+
+
+#: Below this size copied_memory zero-fills a bytearray before copying: cheaper
+#: than numpy's uninitialized memory, whose address costs ~1 us to read.
+SMALL_COPY_BYTES = 64 << 10
 
 
 def copied_memory(data) -> memoryview:
     """A BUFFER_ALIGNMENT-aligned private copy of the bytes of `data`: one copy into
     uninitialized memory (host inputs are overwritten whole; zero-filling first
     would touch every page twice)."""
-    import numpy as np  # a run-time dependency; imported late to keep start-up short
+    return _copied_allocation(data)[0]
+
+
+def _copied_allocation(data) -> tuple[memoryview, int]:
+    """(copied_memory(data), its address)."""
     source = memoryview(data).cast("B")
-    raw = np.empty(len(source) + BUFFER_ALIGNMENT, np.uint8)
-    offset = -raw.__array_interface__["data"][0] % BUFFER_ALIGNMENT
-    target = memoryview(raw)[offset:offset + len(source)]
+    size = len(source)
+    if size < SMALL_COPY_BYTES:
+        target, address = _aligned_bytearray(size)
+    else:
+        import numpy as np  # a run-time dependency; imported late to keep start-up short
+        raw = np.empty(size + BUFFER_ALIGNMENT, np.uint8)
+        base = raw.ctypes.data
+        offset = -base % BUFFER_ALIGNMENT
+        target, address = memoryview(raw)[offset:offset + size], base + offset
     target[:] = source
-    return target
+    return target, address
+
+
+def memory_address(memory) -> int:
+    """The address of the first byte of host memory with the buffer protocol
+    (read-only too), kept alive by the caller."""
+    view = memoryview(memory)
+    if not view.readonly:
+        return ctypes.addressof(ctypes.c_char.from_buffer(view))
+    import numpy as np  # (ctypes takes writable memory only)
+    return np.frombuffer(view, np.uint8).ctypes.data
 
 
 def validate_memory_type(actual: int, expected: int) -> None:
@@ -146,7 +178,7 @@ class Buffer(RefObject):
 
     __slots__ = ("_root", "storage", "byte_offset", "byte_length", "allocation_size",
                  "memory_type", "allowed_access", "allowed_usage", "queue_affinity",
-                 "_preserve_count", "_decommitted", "charge", "copy_on_write")
+                 "_preserve_count", "_decommitted", "charge", "copy_on_write", "_address")
 
     def __init__(self, storage: memoryview, memory_type: int, allowed_access: int,
                  allowed_usage: int, *, allocated: "Buffer | None" = None, byte_offset: int = 0,
@@ -167,6 +199,7 @@ class Buffer(RefObject):
         self.copy_on_write = False
         self._preserve_count = 1
         self._decommitted = False
+        self._address = None  # of an allocated buffer's storage, once known (storage_address)
 
     @classmethod
     def allocate(cls, size: int, memory_type: int, allowed_access: int,
@@ -177,12 +210,15 @@ class Buffer(RefObject):
         if size < 0:
             raise HalError(f"allocation size {size} is negative", StatusCode.INVALID_ARGUMENT)
         try:
-            data = zeroed_memory(size) if initial_data is None else copied_memory(initial_data)
+            data, address = _zeroed_allocation(size) if initial_data is None else \
+                _copied_allocation(initial_data)
         except (MemoryError, OverflowError):
             raise HalError(f"cannot allocate a buffer of {size} bytes",
                            StatusCode.RESOURCE_EXHAUSTED) from None
-        return cls(memoryview(data), memory_type, allowed_access, allowed_usage,
-                   queue_affinity=queue_affinity)
+        buffer = cls(data if address is not None else memoryview(data), memory_type,
+                     allowed_access, allowed_usage, queue_affinity=queue_affinity)
+        buffer._address = address
+        return buffer
 
     @classmethod
     def wrap(cls, memory, memory_type: int, allowed_access: int, allowed_usage: int,
@@ -260,16 +296,51 @@ class Buffer(RefObject):
         3.13 updates some in place): such an allocation first moves to private
         copy-on-write pages of the module file (or a private copy of its bytes), once
         per allocation, so the write lands there and nowhere else."""
-        root = self.allocated
+        root, start, length = self.binding_span(offset, length)
+        return root.storage[start:start + length]
+
+    def binding_span(self, offset: int, length: int) -> tuple["Buffer", int, int]:
+        """(allocated buffer, start, length) of the bytes map_binding maps, after
+        its checks, without making a view: native dispatches take the address
+        (storage_address() + start)."""
+        root = self._root
+        if root is None:
+            root = self
         if root.copy_on_write and root.storage.readonly:
             root._make_private()
-        return self.map_range(_ACCESS_ANY, offset, length, MAPPING_MODE_PERSISTENT)
+        if not self.memory_type & _HOST_VISIBLE or \
+                not self.allowed_usage & _USAGE_MAPPING_PERSISTENT:
+            validate_memory_type(self.memory_type, _HOST_VISIBLE)
+            validate_usage(self.allowed_usage, _USAGE_MAPPING_PERSISTENT)
+        if root._decommitted:
+            raise HalError("buffer has been deallocated (hal.device.queue.dealloca)",
+                           StatusCode.FAILED_PRECONDITION)
+        byte_length = self.byte_length
+        if offset == 0 and (length == WHOLE_BUFFER or length == byte_length):
+            return root, self.byte_offset, byte_length
+        start, length = calculate_range(self.byte_offset, byte_length, offset, length)
+        return root, start, length
+
+    def storage_address(self) -> int:
+        """The address of the allocation's storage (valid while the allocation lives
+        and until it moves to private pages, which only a binding does)."""
+        root = self._root
+        if root is None:
+            root = self
+        address = root._address
+        if address is None:
+            address = root._address = memory_address(root.storage)
+        return address
 
     def _make_private(self) -> None:
         with _PRIVATE_LOCK:
             if self.storage.readonly:
                 from vmrt.format.mapped import private_pages
-                self.storage = private_pages(self.storage) or copied_memory(self.storage)
+                private = private_pages(self.storage) or copied_memory(self.storage)
+                # Forgotten before the storage changes: a binding that sees the new
+                # storage never takes the old (read-only) address.
+                self._address = None
+                self.storage = private
 
     def view(self) -> memoryview:
         """The buffer's bytes (no access checks; for the device's own use)."""

@@ -12,6 +12,7 @@ from vmrt.hal.types import EncodingType
 from vmrt.vm.ref import RefObject
 
 _DEVICE_SIZE_MAX = (1 << 64) - 1
+_DENSE_ROW_MAJOR = int(EncodingType.DENSE_ROW_MAJOR)
 
 
 def compute_view_size(shape, element_type: int,
@@ -55,6 +56,20 @@ class BufferView(RefObject):
         for dim in shape:
             count *= dim
         self.byte_length = element_packed_byte_count(self.element_type, count)
+
+    @classmethod
+    def of_dense(cls, buffer: Buffer, shape: tuple, element_type: int,
+                 byte_length: int) -> "BufferView":
+        """A dense row-major view from arguments already in the form __init__ gives
+        them (a tuple of ints of rank <= MAX_RANK, a 32-bit element type, the packed
+        byte length): host arrays arrive so on every call."""
+        view = cls.__new__(cls)
+        view.buffer = buffer
+        view.shape = shape
+        view.element_type = element_type
+        view.encoding_type = _DENSE_ROW_MAJOR
+        view.byte_length = byte_length
+        return view
 
     @property
     def rank(self) -> int:

@@ -18,9 +18,9 @@ import struct
 import sys
 
 from vmrt.elements import (
-    NARROW_FLOATS, ElementType, NumericalType, atof, atoi, e8m0_to_f32, element_bit_count,
-    element_byte_count, format_element_type, format_shape_and_type, make_element_type,
-    parse_element, parse_shape_and_type, strip_quotes, to_f32,
+    NARROW_FLOATS, ElementType, NumericalType, atof, atoi, e8m0_to_f32,
+    element_bit_count, element_byte_count, format_element_type, format_shape_and_type,
+    make_element_type, parse_element, parse_shape_and_type, strip_quotes, to_f32,
 )
 from vmrt.errors import HalError, StatusCode
 from vmrt.hal.buffer_view import BufferView, compute_view_size
@@ -165,6 +165,7 @@ def _underflow(have: int, need: int) -> HalError:
 
 # -- buffer views ----------------------------------------------------------------------------------
 #: Buffers made for host-provided inputs: device-local, mappable, default usage.
+_ACCESS_READ = int(MemoryAccess.READ)
 INPUT_MEMORY_TYPE = int(MemoryType.DEVICE_LOCAL)
 INPUT_USAGE = int(BufferUsage.DEFAULT | BufferUsage.MAPPING)
 
@@ -207,7 +208,7 @@ def parse_buffer_view(text: str, device_or_allocator) -> BufferView:
 
 def buffer_view_bytes(view: BufferView) -> memoryview:
     """The bytes of a dense buffer view (a view of its buffer, no copy)."""
-    return view.buffer.map_range(int(MemoryAccess.READ), 0, view.byte_length)
+    return view.buffer.map_range(_ACCESS_READ, 0, view.byte_length)
 
 
 def format_buffer_view(view: BufferView, max_element_count: int = 1024) -> str:
@@ -282,19 +283,33 @@ def buffer_view_from_numpy(array, device_or_allocator) -> BufferView:
     if not (array.flags.c_contiguous and (dtype.byteorder in "<|" or
                                           dtype.byteorder == "=" and _LITTLE_ENDIAN)):
         array = np.ascontiguousarray(array, dtype=dtype.newbyteorder("<"))
-    return buffer_view_from_bytes(device_or_allocator, array.shape, element_type,
-                                  memoryview(array).cast("B") if array.size else b"")
+    # Every dtype maps to a whole-byte element type: the array's bytes are the view's;
+    # and numpy's ranks (at most 64) are within MAX_RANK.
+    size = array.nbytes
+    buffer = _allocator_of(device_or_allocator).allocate_buffer(
+        INPUT_MEMORY_TYPE, INPUT_USAGE, size,
+        initial_data=memoryview(array).cast("B") if size else b"")
+    return BufferView.of_dense(buffer, array.shape, element_type, size)
 
 
 def buffer_view_to_numpy(view: BufferView):
     """A numpy array holding a copy of a dense buffer view's contents."""
     import numpy as np
-    if view.encoding_type not in (EncodingType.DENSE_ROW_MAJOR, EncodingType.OPAQUE):
+    if view.encoding_type not in _NUMPY_ENCODINGS:
         raise HalError("only dense row-major buffer views convert to numpy",
                        StatusCode.UNIMPLEMENTED)
-    dtype = dtype_for_element_type(view.element_type)
-    data = buffer_view_bytes(view)
-    return np.frombuffer(data, dtype=dtype, count=view.element_count).reshape(view.shape).copy()
+    element_type = view.element_type
+    dtype = _DTYPES.get(element_type)
+    if dtype is None:
+        dtype = _DTYPES[element_type] = dtype_for_element_type(element_type)
+    # (every type with a dtype is whole bytes: the view's bytes are its elements)
+    data = view.buffer.map_range(_ACCESS_READ, 0, view.byte_length)
+    return np.frombuffer(data, dtype=dtype).reshape(view.shape).copy()
+
+
+_NUMPY_ENCODINGS = (int(EncodingType.DENSE_ROW_MAJOR), int(EncodingType.OPAQUE))
+#: dtype_for_element_type of the element types results came back with.
+_DTYPES: dict = {}
 
 
 # -- .npy files and tool inputs --------------------------------------------------------------------

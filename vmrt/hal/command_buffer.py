@@ -53,14 +53,18 @@ class Requirements:
     iree_hal_buffer_binding_requirements_t); merged per binding-table slot."""
 
     __slots__ = ("compatibility", "usage", "access", "memory_type", "max_byte_offset",
-                 "alignment")
+                 "alignment", "admitted")
 
     def __init__(self):  # nothing needed yet: merge() adds each use
         self.compatibility = self.usage = self.access = self.memory_type = 0
         self.max_byte_offset = self.alignment = 0
+        #: (memory type, usage, access) of buffers that passed the checks of their
+        #: properties (a reusable command buffer sees the same few on every submit).
+        self.admitted: set[tuple[int, int, int]] = set()
 
     def merge(self, compatibility: int, usage: int, access: int, memory_type: int,
               max_byte_offset: int, alignment: int) -> None:
+        self.admitted = set()
         self.compatibility |= compatibility
         self.usage |= usage
         self.access |= access
@@ -79,6 +83,24 @@ def validate_binding(allocator: HeapAllocator, buffer, offset: int, length: int,
     if buffer is None:
         raise HalError("binding table slot requires a buffer but none was provided",
                        StatusCode.INVALID_ARGUMENT)
+    properties = (buffer.memory_type, buffer.allowed_usage, buffer.allowed_access)
+    if properties not in req.admitted:
+        _validate_binding_properties(allocator, buffer, req)
+        if len(req.admitted) < 16:
+            req.admitted.add(properties)
+    if req.max_byte_offset > 0 and length != WHOLE_BUFFER and \
+            offset + req.max_byte_offset > offset + length:
+        raise HalError("at least one command attempted to access an address outside of the "
+                       f"valid bound buffer range (length={req.max_byte_offset}, binding "
+                       f"offset={offset}, binding length={length})", StatusCode.OUT_OF_RANGE)
+    if req.alignment and offset % req.alignment:
+        raise HalError("binding offset does not match the required alignment of one or more "
+                       f"command (offset={offset}, min_byte_alignment={req.alignment})",
+                       StatusCode.INVALID_ARGUMENT)
+
+
+def _validate_binding_properties(allocator: HeapAllocator, buffer, req: Requirements) -> None:
+    """The checks of validate_binding that depend on the buffer's properties alone."""
     compatibility, _, _ = allocator.query_compatibility(
         buffer.memory_type, buffer.allowed_usage & req.usage)
     if compatibility & req.compatibility != req.compatibility:
@@ -89,15 +111,6 @@ def validate_binding(allocator: HeapAllocator, buffer, offset: int, length: int,
     validate_usage(buffer.allowed_usage, req.usage)
     validate_access(buffer.allowed_access, req.access)
     validate_memory_type(buffer.memory_type, req.memory_type)
-    if req.max_byte_offset > 0 and length != WHOLE_BUFFER and \
-            offset + req.max_byte_offset > offset + length:
-        raise HalError("at least one command attempted to access an address outside of the "
-                       f"valid bound buffer range (length={req.max_byte_offset}, binding "
-                       f"offset={offset}, binding length={length})", StatusCode.OUT_OF_RANGE)
-    if req.alignment and offset % req.alignment:
-        raise HalError("binding offset does not match the required alignment of one or more "
-                       f"command (offset={offset}, min_byte_alignment={req.alignment})",
-                       StatusCode.INVALID_ARGUMENT)
 
 
 def validate_direct_binding(buffer, compatibility: int, usage: int, access: int,
@@ -219,14 +232,19 @@ class DispatchCommand:
 
     def binding_views(self, table) -> list[memoryview]:
         """The bytes of every binding, mapped for the dispatch."""
-        views = []
+        return [root.storage[start:start + length]
+                for root, start, length in self.binding_spans(table)]
+
+    def binding_spans(self, table) -> list[tuple]:
+        """(allocated buffer, start, length) of every binding (Buffer.binding_span)."""
+        spans = []
         for index, ref in enumerate(self.bindings):
             buffer, offset, length = resolve_ref(table, ref)
             if buffer is None:
                 raise HalError(f"required binding {index} is NULL; all bindings must have a "
                                "valid pointer", StatusCode.FAILED_PRECONDITION)
-            views.append(buffer.map_binding(offset, length))
-        return views
+            spans.append(buffer.binding_span(offset, length))
+        return spans
 
     def run(self, table, runner) -> None:
         runner(self.executable, self.resolve(table))

@@ -188,10 +188,16 @@ class Device(RefObject):
                       flags: int = 0) -> None:
         """Runs a finalized command buffer; `binding_table` is a sequence of
         (buffer, offset, length) for its indirect references."""
+        self.queue_execute_table(wait, signal, command_buffer,
+                                 [tuple(b) for b in binding_table])
+
+    def queue_execute_table(self, wait, signal, command_buffer: CommandBuffer | None,
+                            table: list[tuple]) -> None:
+        """queue_execute with a binding table the caller made for it alone: a list of
+        (buffer, offset, length) tuples (the hal module's, once per call)."""
         if command_buffer is None:
             self._submit(wait, signal, None)
             return
-        table = [tuple(b) for b in binding_table]
         command_buffer.validate_submission(table)
         self._submit(wait, signal, lambda: self._execute(command_buffer, table))
 

@@ -278,6 +278,8 @@ class NativePlan:
         self.counted = []  # dispatches whose workgroup count is read when they run
         for i, (command, region) in enumerate(entries):
             task = self.tasks[i]
+            # (the library pointer stays valid while the executable does: run checks it)
+            task.library = command.executable._library or _ffi.NULL
             task.ordinal, task.region = command.function, region
             if command.workgroup_count_ref is None:
                 command.executable.init_block(self.template + i, command.function,
@@ -287,31 +289,27 @@ class NativePlan:
                 self.counted.append(i)
 
     def run(self, pool: NativePool, table) -> None:
-        blocks = _ffi.new("vmrt_dispatch_block_t[]", len(self.commands))
-        _lib.vmrt_dispatch_blocks_copy(blocks, self.template, len(self.commands))
-        pinned = []  # the mapped bindings: alive until the run ends
+        count = len(self.commands)
+        blocks = _ffi.new("vmrt_dispatch_block_t[]", count)
+        _lib.vmrt_dispatch_blocks_copy(blocks, self.template, count)
         for i in self.counted:
             command = self.commands[i]
             command.executable.init_block(blocks + i, command.function, command.count_of(table),
                                           self.concurrency, command.constants,
                                           len(command.bindings))
-        tasks = self.tasks
-        for i, command in enumerate(self.commands):
-            library = command.executable._library
-            if library is None:
+        addresses, lengths = [], []
+        pinned = []  # the bound allocations: alive until the run ends
+        for command in self.commands:
+            if command.executable._library is None:
                 raise HalError("dispatch of a released executable",
                                StatusCode.FAILED_PRECONDITION)
-            tasks[i].library = library
-            block = blocks[i]
-            addresses, lengths = block.binding_addresses, block.binding_lengths
-            views = command.binding_views(table)
-            for b, view in enumerate(views):
-                # (a temporary cffi view: nothing holds it past this line; see prepare)
-                addresses[b] = int(_ffi.cast("uintptr_t", _ffi.from_buffer(view))) \
-                    if len(view) else 0
-                lengths[b] = len(view)
-            pinned.append(views)
-        failed = pool.run(tasks, blocks, len(self.commands))
+            for root, start, length in command.binding_spans(table):
+                addresses.append(root.storage_address() + start if length else 0)
+                lengths.append(length)
+                pinned.append(root)
+        if _lib.vmrt_dispatch_blocks_bind(blocks, count, addresses, lengths, len(addresses)):
+            raise HalError("dispatch bindings do not match their blocks", StatusCode.INTERNAL)
+        failed = pool.run(self.tasks, blocks, count)
         if failed >= 0:
             command = self.commands[failed]
             NativeExecutable._raise_failure(command.executable.functions[command.function].name,

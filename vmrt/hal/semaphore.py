@@ -223,6 +223,11 @@ class Fence(RefObject):
 
     def is_reached(self) -> bool:
         """True when every timepoint is reached; raises a failure."""
+        for semaphore, value in self.timepoints.items():
+            if semaphore._value < value or semaphore._failure is not None:
+                break
+        else:
+            return True
         code, error = self.status()
         if error is not None:
             raise error
@@ -246,7 +251,9 @@ class Fence(RefObject):
 
     def _wait(self, deadline: float | None) -> None:
         for semaphore, value in self.timepoints.items():
-            semaphore.wait(value, deadline)
+            # (a value only grows: one reached without failure needs no lock)
+            if semaphore._value < value or semaphore._failure is not None:
+                semaphore.wait(value, deadline)
 
     def on_reached(self, callback) -> None:
         """Calls `callback(None)` when all timepoints are reached or

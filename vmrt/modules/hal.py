@@ -107,6 +107,36 @@ def _ref(buffer, slot: int, offset: int, length: int):
     return buffer, slot & _UINT32_MAX, offset, length
 
 
+def _check_buffer_view(view: BufferView, message, expected_type: int, expected_encoding: int,
+                       expected: tuple) -> None:
+    """hal.buffer_view.assert's checks, failing with its messages."""
+    if view.encoding_type != EncodingType.OPAQUE and view.encoding_type != expected_encoding:
+        raise HalError(f"{_string(message)} encoding mismatch; expected "
+                       f"{expected_encoding:08X} but have {view.encoding_type:08X}",
+                       StatusCode.INVALID_ARGUMENT)
+    if not element_types_compatible(view.element_type, expected_type):
+        raise HalError(f"{_string(message)} element type mismatch; expected "
+                       f"{format_element_type(expected_type)} ({expected_type:08X}) but have "
+                       f"{format_element_type(view.element_type)} ({view.element_type:08X})",
+                       StatusCode.INVALID_ARGUMENT)
+    actual = view.shape
+    problem = None
+    if len(actual) != len(expected):
+        problem = (f"{_string(message)} shape rank mismatch; expected {len(expected)}"
+                   f"{' (scalar)' if not expected else ''} but have {len(actual)}"
+                   f"{' (scalar)' if not actual else ''}")
+    else:
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            if a != e:
+                problem = (f"{_string(message)} shape dimension {i} mismatch; expected {e} "
+                           f"but have {a}")
+                break
+    if problem is not None:
+        error = HalError(problem, StatusCode.INVALID_ARGUMENT)
+        raise error.annotate(f"expected shape `{format_shape(expected)}`, actual shape "
+                             f"`{format_shape(actual)}`")
+
+
 # -- limits ----------------------------------------------------------------------------------------
 # In a context with limits the module's per-context state is the context's Meter
 # (vmrt.vm.limits), passed to exports as `meter` (None without limits).
@@ -142,8 +172,11 @@ def _queue_call(meter, queue_method, queue_affinity, wait_fence, signal_fence, *
     """A device.queue.* export's work: `queue_method` (a Device queue_* method) after
     `wait_fence`, signalling `signal_fence`, under the call's limits. The fences are
     the VM's refs as passed: anything that is not a fence is no fence."""
-    return guarded_call(meter, queue_method, queue_affinity, fence_or_none(wait_fence),
-                        fence_or_none(signal_fence), *args)
+    wait, signal = fence_or_none(wait_fence), fence_or_none(signal_fence)
+    if meter is None:  # (guarded_call's test, one frame fewer: queue calls are hot)
+        return queue_method(queue_affinity, wait, signal, *args)
+    with guarded(meter):
+        return queue_method(queue_affinity, wait, signal, *args)
 
 
 _BUFFER, _FILE = (Buffer, "buffer"), (MemoryFile, "file")
@@ -318,34 +351,18 @@ class HalModule(NativeModule, name="hal", version=7):
     def buffer_view_assert(self, view, message, element_type, encoding_type, shape):
         view = deref(view, BufferView, "buffer_view")
         message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
-        expected_encoding = _u32(encoding_type)
-        if view.encoding_type != EncodingType.OPAQUE and view.encoding_type != expected_encoding:
-            raise HalError(f"{_string(message)} encoding mismatch; expected "
-                           f"{expected_encoding:08X} but have {view.encoding_type:08X}",
-                           StatusCode.INVALID_ARGUMENT)
-        expected_type = _u32(element_type)
-        if not element_types_compatible(view.element_type, expected_type):
-            raise HalError(f"{_string(message)} element type mismatch; expected "
-                           f"{format_element_type(expected_type)} ({expected_type:08X}) but have "
-                           f"{format_element_type(view.element_type)} ({view.element_type:08X})",
-                           StatusCode.INVALID_ARGUMENT)
-        expected = tuple(d for (d,) in shape)
-        actual = view.shape
-        problem = None
-        if len(actual) != len(expected):
-            problem = (f"{_string(message)} shape rank mismatch; expected {len(expected)}"
-                       f"{' (scalar)' if not expected else ''} but have {len(actual)}"
-                       f"{' (scalar)' if not actual else ''}")
-        else:
-            for i, (a, e) in enumerate(zip(actual, expected)):
-                if a != e:
-                    problem = (f"{_string(message)} shape dimension {i} mismatch; expected {e} "
-                               f"but have {a}")
-                    break
-        if problem is not None:
-            error = HalError(problem, StatusCode.INVALID_ARGUMENT)
-            raise error.annotate(f"expected shape `{format_shape(expected)}`, actual shape "
-                                 f"`{format_shape(actual)}`")
+        # The common case first, exactly as expected: a few comparisons.
+        if view.element_type == element_type & _UINT32_MAX and \
+                view.encoding_type == encoding_type & _UINT32_MAX:
+            actual = view.shape
+            if len(actual) == len(shape):
+                for a, (e,) in zip(actual, shape):
+                    if a != e:
+                        break
+                else:
+                    return
+        _check_buffer_view(view, message, _u32(element_type), _u32(encoding_type),
+                           tuple(d for (d,) in shape))
 
     @export("0r_r", name="buffer_view.buffer")
     def buffer_view_buffer(self, view):
@@ -558,11 +575,12 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIrrrICrIID_v", name="device.queue.execute.indirect", state=True)
     def device_queue_execute_indirect(self, meter, device, queue_affinity, wait_fence,
                                       signal_fence, command_buffer, flags, bindings):
-        table = [(deref_or_null(buffer, Buffer, "buffer"), offset, length)
+        table = [(buffer, offset, length) if buffer is None or buffer.__class__ is Buffer
+                 else (deref_or_null(buffer, Buffer, "buffer"), offset, length)
                  for buffer, offset, length in bindings]
-        _queue_call(meter, deref(device, Device, "device").queue_execute,
-                    queue_affinity, wait_fence, signal_fence,
-                    deref(command_buffer, CommandBuffer, "command_buffer"), table, flags)
+        guarded_call(meter, deref(device, Device, "device").queue_execute_table,
+                     fence_or_none(wait_fence), fence_or_none(signal_fence),
+                     deref(command_buffer, CommandBuffer, "command_buffer"), table)
 
     @export("0rIrrrIIIiI_v", name="device.queue.fill", state=True)
     def device_queue_fill(self, meter, device, queue_affinity, wait_fence, signal_fence, target,
@@ -726,6 +744,10 @@ def _function_index(function: int) -> int:
     return function
 
 
+#: Signature arguments -> the positions of their refs (HostAdapter.convert_arguments).
+_REF_POSITIONS: dict = {}
+
+
 class HostAdapter:
     """Host values <-> VM values for `Function` calls through a context with the
     hal module: numpy arrays (anything exposing `__array_interface__`) passed as
@@ -737,13 +759,24 @@ class HostAdapter:
 
     def convert_arguments(self, signature: Signature, args) -> tuple:
         """Arrays at ref positions become buffer views (spans pass through unchanged)."""
-        converted = list(args)
-        for position, element in enumerate(signature.arguments[:len(converted)]):
-            value = converted[position]
-            if element == "r" and not isinstance(value, RefObject) and value is not None and \
+        positions = _REF_POSITIONS.get(signature.arguments)
+        if positions is None:
+            positions = _REF_POSITIONS[signature.arguments] = tuple(
+                position for position, element in enumerate(signature.arguments)
+                if element == "r")
+        converted = None
+        for position in positions:
+            if position >= len(args):
+                break
+            value = args[position]
+            # (the class first: ndarray's __array_interface__ builds a dict per lookup)
+            if hasattr(value.__class__, "__array_interface__") or \
+                    not isinstance(value, RefObject) and value is not None and \
                     hasattr(value, "__array_interface__"):
+                if converted is None:
+                    converted = list(args)
                 converted[position] = buffer_view_from_numpy(value, self.device)
-        return tuple(converted)
+        return args if converted is None else tuple(converted)
 
     def create_signal_fence(self) -> Fence:
         """A fence for an async-external call to signal (vmrt.vm.invocation.AsyncFunction)."""
@@ -753,6 +786,8 @@ class HostAdapter:
         fence.wait()
 
     def convert_results(self, signature: Signature, result):
+        if result.__class__ is BufferView:
+            return buffer_view_to_numpy(result)
         if isinstance(result, tuple):
             return tuple(self.to_host(r) for r in result)
         return self.to_host(result)
