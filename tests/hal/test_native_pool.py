@@ -182,3 +182,56 @@ def test_a_workgroup_count_read_from_a_buffer_each_run(build, device):
         signal.wait()
         done = 64 * rows
         assert _values(b) == [v + 3 for v in range(done)] + [0] * (ELEMENTS - done)
+
+
+def test_many_short_runs_with_workers_joining_late(build):
+    """Runs of a few workgroups each, back to back: the workers wake up while the
+    caller already works (or has finished), join whichever run is on, and must
+    never run a workgroup of a region before the previous one is done, nor touch a
+    run that ended."""
+    device = create_device("local-task", worker_count=4)
+    try:
+        executable = device.create_executable(EMBEDDED_FORMAT, build())
+        count = 256  # four workgroups of 64 per dispatch
+        a, b = _buffer(device, list(range(count))), _buffer(device, [0] * count)
+        cb = device.create_command_buffer(0, ANY)
+        cb.begin()
+        for step in range(3):
+            source, target = (a, b) if step % 2 == 0 else (b, a)
+            _add(cb, executable, source, target, 1, count)
+            cb.execution_barrier()
+        cb.end()
+        for run in range(1, 301):
+            signal = device.create_fence()
+            device.queue_execute(-1, None, signal, cb)
+            signal.wait()
+            assert _values(b) == [v + 2 * run + 1 for v in range(count)], run
+    finally:
+        device.close()
+
+
+def test_a_region_starts_after_the_last_workgroup_of_the_previous_one(build):
+    """The next region reads first what the previous one wrote last (the tail of
+    `b`, written by the last grains, which another thread may be running): it must
+    wait for those workgroups to finish, not only for the counters to run out. The
+    first region is long enough for the worker to wake up and take part."""
+    device = create_device("local-task", worker_count=2)
+    try:
+        executable = device.create_executable(EMBEDDED_FORMAT, build())
+        elements, tail = 1 << 18, 512
+        a, b = _buffer(device, list(range(elements))), _buffer(device, [0] * elements)
+        c = _buffer(device, [0] * tail)
+        start = (elements - tail) * 4
+
+        def record(cb):
+            _add(cb, executable, a, b, 1, elements)
+            cb.execution_barrier()
+            cb.dispatch(executable, 0, (tail // 64, 64, 1), struct.pack("<i", 10),
+                        [(b, 0, start, tail * 4), (c, 0, 0, -1)])
+        expected = [v + 11 for v in range(elements - tail, elements)]
+        for run in range(40):
+            b.map_fill(0, elements * 4, b"\0")
+            _run(device, record)
+            assert _values(c) == expected, run
+    finally:
+        device.close()
