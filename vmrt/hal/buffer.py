@@ -209,9 +209,20 @@ class Buffer(RefObject):
         of `initial_data` (exactly `size` bytes) made without zero-filling first."""
         if size < 0:
             raise HalError(f"allocation size {size} is negative", StatusCode.INVALID_ARGUMENT)
+        if initial_data is not None:
+            initial_data = memoryview(initial_data).cast("B")
+            if len(initial_data) != size:
+                raise HalError(f"{len(initial_data)} bytes of initial data for a buffer of "
+                               f"{size}", StatusCode.INVALID_ARGUMENT)
         try:
-            data, address = _zeroed_allocation(size) if initial_data is None else \
-                _copied_allocation(initial_data)
+            if size < SMALL_COPY_BYTES:  # (the common case first: one frame fewer)
+                data, address = _aligned_bytearray(size)
+                if initial_data is not None:
+                    data[:] = initial_data
+            elif initial_data is None:
+                data, address = _zeroed_allocation(size)
+            else:
+                data, address = _copied_allocation(initial_data)
         except (MemoryError, OverflowError):
             raise HalError(f"cannot allocate a buffer of {size} bytes",
                            StatusCode.RESOURCE_EXHAUSTED) from None
