@@ -266,7 +266,7 @@ class NativePlan:
     (`template`); a run copies the template and fills in what a binding table
     decides, the bindings (and counts read from buffers)."""
 
-    __slots__ = ("commands", "tasks", "template", "counted", "concurrency")
+    __slots__ = ("commands", "tasks", "template", "counted", "concurrency", "_spare")
 
     def __init__(self, entries, concurrency: int):
         """`entries`: (DispatchCommand of a NativeExecutable, region number) pairs."""
@@ -276,6 +276,9 @@ class NativePlan:
         self.tasks = _ffi.new("vmrt_pool_task_t[]", count)
         self.template = _ffi.new("vmrt_dispatch_block_t[]", count)
         self.counted = []  # dispatches whose workgroup count is read when they run
+        # Blocks of finished runs, for the next (a run rewrites all that changes:
+        # bindings, counts read from buffers, the shared counters).
+        self._spare: list = []
         for i, (command, region) in enumerate(entries):
             task = self.tasks[i]
             # (the library pointer stays valid while the executable does: run checks it)
@@ -289,9 +292,22 @@ class NativePlan:
                 self.counted.append(i)
 
     def run(self, pool: NativePool, table) -> None:
+        spare = self._spare
+        blocks = spare.pop() if spare else self._new_blocks()
+        try:
+            self._run(pool, table, blocks)
+        finally:
+            if len(spare) < 2:  # (two threads may run the plan at once)
+                spare.append(blocks)
+
+    def _new_blocks(self):
         count = len(self.commands)
         blocks = _ffi.new("vmrt_dispatch_block_t[]", count)
         _lib.vmrt_dispatch_blocks_copy(blocks, self.template, count)
+        return blocks
+
+    def _run(self, pool: NativePool, table, blocks) -> None:
+        count = len(self.commands)
         for i in self.counted:
             command = self.commands[i]
             command.executable.init_block(blocks + i, command.function, command.count_of(table),
