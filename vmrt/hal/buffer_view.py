@@ -44,7 +44,11 @@ class BufferView(RefObject):
                  encoding_type: int = EncodingType.DENSE_ROW_MAJOR):
         if buffer is None:
             raise HalError("buffer view needs a buffer", StatusCode.INVALID_ARGUMENT)
-        shape = tuple(int(d) for d in shape)
+        shape = tuple(shape)
+        for dim in shape:
+            if dim.__class__ is not int:  # (numpy integers, bools: as ints)
+                shape = tuple(int(d) for d in shape)
+                break
         if len(shape) > MAX_RANK:
             raise HalError(f"shape rank {len(shape)} exceeds {MAX_RANK}",
                            StatusCode.RESOURCE_EXHAUSTED)

@@ -192,8 +192,8 @@ class Fence(RefObject):
     @classmethod
     def at(cls, semaphore: Semaphore, value: int) -> "Fence":
         """A fence of one timepoint (hal.fence.create makes one per call)."""
-        fence = cls()
-        fence.timepoints[semaphore] = value
+        fence = cls.__new__(cls)
+        fence.timepoints = {semaphore: value}
         return fence
 
     def __repr__(self) -> str:
