@@ -184,3 +184,29 @@ def test_numpy_round_trip_keeps_values_dtype_and_shape(array):
     back = buffer_view_to_numpy(view)
     assert back.shape == array.shape and back.dtype == array.dtype.newbyteorder("=")
     assert (back == array).all()
+
+
+def test_initial_data_of_another_size_is_refused():
+    for size in (8, 100_000):  # the small and the large allocation paths
+        with pytest.raises(HalError) as failure:
+            HeapAllocator().allocate_buffer(DEVICE_LOCAL, DEFAULT, size,
+                                            initial_data=bytes(size - 1))
+        assert failure.value.code == StatusCode.INVALID_ARGUMENT
+        buffer = HeapAllocator().allocate_buffer(DEVICE_LOCAL, DEFAULT, size,
+                                                 initial_data=b"\x05" * size)
+        assert buffer.map_read(size - 2, 2) == b"\x05\x05"
+
+
+def test_a_reached_fence_still_reports_a_later_failure():
+    from vmrt.hal.semaphore import Fence, Semaphore
+    semaphore = Semaphore(0)
+    fence = Fence.at(semaphore, 1)
+    assert not fence.is_reached()
+    semaphore.signal(1)
+    assert fence.is_reached()
+    fence.wait()
+    semaphore.fail(HalError("lost", StatusCode.ABORTED))
+    for check in (fence.is_reached, fence.wait):  # reached, but the semaphore failed since
+        with pytest.raises(HalError) as failure:
+            check()
+        assert failure.value.code == StatusCode.ABORTED
