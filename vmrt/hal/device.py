@@ -185,16 +185,12 @@ class Device(RefObject):
 
     def queue_execute(self, queue_affinity: int, wait, signal,
                       command_buffer: CommandBuffer | None, binding_table=(),
-                      flags: int = 0) -> None:
+                      flags: int = 0, copy_table: bool = True) -> None:
         """Runs a finalized command buffer; `binding_table` is a sequence of
-        (buffer, offset, length) for its indirect references."""
-        self.queue_execute_table(wait, signal, command_buffer,
-                                 [tuple(b) for b in binding_table])
-
-    def queue_execute_table(self, wait, signal, command_buffer: CommandBuffer | None,
-                            table: list[tuple]) -> None:
-        """queue_execute with a binding table the caller made for it alone: a list of
-        (buffer, offset, length) tuples (the hal module's, once per call)."""
+        (buffer, offset, length) for its indirect references, copied unless
+        `copy_table` is false: a list of such tuples the caller made for this call
+        alone (the hal module's, on every call) is taken as it is."""
+        table = [tuple(b) for b in binding_table] if copy_table else binding_table
         if command_buffer is None:
             self._submit(wait, signal, None)
             return

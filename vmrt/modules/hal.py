@@ -581,9 +581,9 @@ class HalModule(NativeModule, name="hal", version=7):
         table = [(buffer, offset, length) if buffer is None or buffer.__class__ is Buffer
                  else (deref_or_null(buffer, Buffer, "buffer"), offset, length)
                  for buffer, offset, length in bindings]
-        guarded_call(meter, deref(device, Device, "device").queue_execute_table,
-                     fence_or_none(wait_fence), fence_or_none(signal_fence),
-                     deref(command_buffer, CommandBuffer, "command_buffer"), table)
+        _queue_call(meter, deref(device, Device, "device").queue_execute,
+                    queue_affinity, wait_fence, signal_fence,
+                    deref(command_buffer, CommandBuffer, "command_buffer"), table, flags, False)
 
     @export("0rIrrrIIIiI_v", name="device.queue.fill", state=True)
     def device_queue_fill(self, meter, device, queue_affinity, wait_fence, signal_fence, target,
