@@ -108,6 +108,23 @@ def test_decode_spans_reads_the_compiler_layout():
     assert [tuple(s) for s in spans] == [("w", 1, 2, 3), ("", 0, 0, 0), ("name", 10, 20, 30)]
 
 
+def test_decode_spans_gives_columns_of_utf8_keys():
+    named = [("w", 1, 2, 3), ("gewicht\u00e4", 4, 5, 6), ("\u00e9t\u00e9", 7, 8, 9)]
+    spans = decode_spans(*(VMBuffer.from_bytes(x) for x in layout(named)))
+    assert spans.keys == ["w", "gewicht\u00e4", "\u00e9t\u00e9"]
+    assert (spans.parameter_offsets, spans.buffer_offsets, spans.lengths) == \
+        ([1, 4, 7], [2, 5, 8], [3, 6, 9])
+    assert list(spans) == named and spans[1] == named[1] and spans[1:] == named[1:]
+    assert len(decode_spans(*(VMBuffer.from_bytes(b"") for _ in range(3)))) == 0
+
+
+def test_decode_spans_reports_the_first_key_out_of_range():
+    table = struct.pack("<IIII", 0, 1, 1, 9)  # the second key runs past the data
+    with pytest.raises(VmrtError) as info:
+        decode_spans(*(VMBuffer.from_bytes(x) for x in (table, b"abc", bytes(48))))
+    assert "offset=1, length=9" in info.value.message
+
+
 @pytest.mark.parametrize("table, data, values, code, fragment", [
     (b"", b"", b"\0" * 23, StatusCode.INVALID_ARGUMENT, "aligned"),
     (b"\0" * 8, b"", b"\0" * 48, StatusCode.INVALID_ARGUMENT, "key string table"),
@@ -204,6 +221,14 @@ def test_load_lends_mapped_bytes_for_constants_and_copies_otherwise(archive):
     a.map_write(0, b"xy")  # a variable's buffer is its own
     assert bytes(a.view()) == b"xy" + bytes(range(6, 12))
     assert index.lookup("a").read(4, 2) == bytes([4, 5])
+
+
+def test_load_of_no_spans_gives_an_empty_list(archive):
+    module, _ = module_for(archive)
+    signal = fence()
+    loaded = module.load(create_device("local-sync"), -1, None, signal, scope_buffer("m"), -1,
+                         DEVICE_LOCAL, USAGE_CONSTANT, *vm_buffers([]))
+    assert signal.is_reached() and len(loaded) == 0
 
 
 def test_load_in_file_mode_reads_with_pread(archive):

@@ -6,6 +6,7 @@ import pytest
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.io import (FileCache, IndexProvider, ParameterIndex, ParameterProvider,
                      ParameterSpan, ProviderSet, ProviderSignal)
+from vmrt.io.provider import SpanColumns
 
 
 @pytest.fixture
@@ -67,6 +68,28 @@ def test_gather_checks_every_span_before_copying(archive, span, code):
         provider.gather("model", target, [("b", 0, 0, 16), span])
     assert info.value.code == code
     assert target == bytearray(64)  # nothing was copied
+
+
+def test_the_first_failing_span_is_reported(archive):
+    provider = provider_for(archive)
+    with pytest.raises(VmrtError) as info:  # span 1 out of range, span 2 unknown
+        provider.plan_load("model", [("b", 0, 0, 16), ("a", 60, 0, 8), ("missing", 0, 0, 4)])
+    assert info.value.code == StatusCode.OUT_OF_RANGE and "`a`" in info.value.message
+
+
+def test_span_columns_plan_as_spans_do(archive):
+    provider = provider_for(archive)
+    spans = [("a", 4, 0, 8), (b"s", 1, 0, 5), ("c", 0, 0, 8), ("a", 0, 0, 0)]
+    columns = SpanColumns.of(spans)
+    assert columns.keys == ["a", "s", "c", "a"] and SpanColumns.of(columns) is columns
+    assert list(columns) == [ParameterSpan("a", 4, 0, 8), ParameterSpan("s", 1, 0, 5),
+                             ParameterSpan("c", 0, 0, 8), ParameterSpan("a", 0, 0, 0)]
+    lent, plan = provider.plan_load("model", columns)
+    assert [bytes(view) if view is not None else None for view in lent] == \
+        [bytes(range(4, 12)), None, b"C" * 8, b""]
+    assert [(m.slot, m.length, m.pattern, m.phase) for m in plan.moves] == \
+        [(1, 5, b"\x01\x02\x03\x04", 1)]
+    assert provider.load("model", spans) == provider.load("model", columns)
 
 
 def test_gather_refuses_read_only_targets_and_other_scopes(archive):

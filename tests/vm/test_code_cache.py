@@ -166,10 +166,22 @@ def test_file_of_another_key_is_not_trusted(cache_dir):
 def test_decode_entry_checks_the_shape():
     key = b"k" * 32
     code = compile("x = 1", "<test>", "exec")
-    good = code_cache.encode_entry(key, (code, [None, 0], "x = 1\n"))
+    good = code_cache.encode_entry(
+        key, code_cache.CompiledFunction(code, [None, 0], "x = 1\n").entry())
     assert code_cache.decode_entry(good, key) is not None
     assert code_cache.decode_entry(good, b"o" * 32) is None
     assert code_cache.decode_entry(code_cache.encode_entry(key, ("not", "code", 1)), key) is None
+    assert code_cache.decode_entry(
+        code_cache.encode_entry(key, (code, [None, 0], "x = 1\n")), key) is None  # (format 2)
+
+
+def test_compiled_function_decodes_its_map_and_source_when_asked():
+    code = compile("x = 1", "<test>", "exec")
+    fresh = code_cache.CompiledFunction(code, [None, 0], "x = 1\n")
+    entry = code_cache.decode_entry(code_cache.encode_entry(b"k" * 32, fresh.entry()), b"k" * 32)
+    cached = code_cache.CompiledFunction.from_entry(entry)
+    assert cached.code is entry[0] and cached._line_pcs is None  # nothing decoded yet
+    assert tuple(cached) == (entry[0], [None, 0], "x = 1\n")
 
 
 # -- off switch and unusable directories -------------------------------------------------------
@@ -316,8 +328,9 @@ def test_content_digest_tells_modules_apart():
 
 
 # -- snippets ----------------------------------------------------------------------------------
-#: Loads a module in a fresh process (argv: path) and prints the file names of the
-#: snippets it compiled (the reader's binders) and the snippet stats.
+#: Loads a module in a fresh process (argv: path, whether to read its definition) and
+#: prints the file names of the snippets it compiled (the reader's binders), the
+#: snippet groups it read and the snippet stats.
 SNIPPET_SCRIPT = r"""
 import json, sys
 from vmrt.vm import code_cache
@@ -328,16 +341,18 @@ def counting_compile(source, filename, mode):
 code_cache.compile = counting_compile
 import vmrt
 module = vmrt.load_module(sys.argv[1])
-[(f.full_name, f.signature) for f in module.definition.imported_functions]
+if sys.argv[2] == "definition":
+    [(f.full_name, f.signature) for f in module.definition.imported_functions]
 stats = code_cache.SNIPPET_STATS
-print(json.dumps({"compiled": compiled, "hits": stats.hits, "rejected": stats.rejected}))
+print(json.dumps({"compiled": compiled, "groups": sorted(code_cache._snippets),
+                  "hits": stats.hits, "rejected": stats.rejected}))
 """
 
 
-def run_snippet_process(cache_dir) -> dict:
+def run_snippet_process(cache_dir, read: str = "definition") -> dict:
     env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
     env["VMRT_CACHE_DIR"] = str(cache_dir)
-    proc = subprocess.run([sys.executable, "-c", SNIPPET_SCRIPT, str(SCALAR)],
+    proc = subprocess.run([sys.executable, "-c", SNIPPET_SCRIPT, str(SCALAR), read],
                           capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -355,6 +370,36 @@ def test_second_process_compiles_no_snippet(cache_dir):
     assert second["compiled"] == [] and second["hits"] == 1
 
 
+def test_module_found_in_the_cache_reads_no_binder(cache_dir):
+    assert run_snippet_process(cache_dir, "summary")["groups"] == ["binders"]  # (read now)
+    again = run_snippet_process(cache_dir, "summary")
+    assert again["groups"] == [] and again["compiled"] == []
+    assert run_snippet_process(cache_dir)["groups"] == ["binders"]  # (its definition)
+
+
+def test_keyed_snippets_make_their_source_only_when_not_found(cache_dir, monkeypatch):
+    monkeypatch.setattr(code_cache, "_snippets", {})
+    monkeypatch.setattr(code_cache, "_new_groups", set())
+    monkeypatch.setattr(code_cache, "_snippets_cache", None)
+    made = []
+
+    def source(value):
+        def make():
+            made.append(value)
+            return f"x = {value}\n"
+        return make
+    first = code_cache.compile_snippet(source(1), "<keyed>", key="one", group="test")
+    assert code_cache.compile_snippet(source(1), "<keyed>", key="one", group="test") is first
+    assert code_cache.compile_snippet(source(2), "<keyed>", key="two", group="test") is not first
+    assert code_cache.compile_snippet("x = 1\n", "<keyed>", group="test") is not first
+    assert made == [1, 2] and list(code_cache._snippets) == ["test"]
+    code_cache.store_snippets()
+    stored = code_cache.default_cache().load(code_cache._snippets_key("test"),
+                                             code_cache.SNIPPETS)
+    assert len(stored) == 3 and code_cache.default_cache().load(
+        code_cache._snippets_key(), code_cache.SNIPPETS) is None
+
+
 def test_damaged_snippets_are_compiled_again(cache_dir):
     expected = run_snippet_process(cache_dir)["compiled"]
     for path in snippet_files(cache_dir):
@@ -366,7 +411,8 @@ def test_damaged_snippets_are_compiled_again(cache_dir):
 
 
 def test_snippets_are_bounded_and_compile_as_compile_does(cache_dir, monkeypatch):
-    monkeypatch.setattr(code_cache, "_snippets", None)
+    monkeypatch.setattr(code_cache, "_snippets", {})
+    monkeypatch.setattr(code_cache, "_new_groups", set())
     monkeypatch.setattr(code_cache, "_snippets_cache", None)
     monkeypatch.setattr(code_cache, "MAX_SNIPPETS", 2)
     codes = [code_cache.compile_snippet(f"x = {i}\n", f"<snippet {i}>") for i in range(3)]
@@ -382,7 +428,8 @@ def test_snippets_are_bounded_and_compile_as_compile_does(cache_dir, monkeypatch
 
 # -- the size bound ----------------------------------------------------------------------------
 def _entry(tag: int):
-    return (compile(f"x = {tag}", f"<entry {tag}>", "exec"), [None], f"x = {tag}\n")
+    return code_cache.CompiledFunction(compile(f"x = {tag}", f"<entry {tag}>", "exec"), [None],
+                                       f"x = {tag}\n").entry()
 
 
 def test_size_bound_evicts_least_recently_used(cache_dir):
@@ -399,6 +446,20 @@ def test_size_bound_evicts_least_recently_used(cache_dir):
     assert sum(path.stat().st_size for path in cache_files(cache_dir)) <= cache.max_bytes
     assert Path(cache.entry_path(keys[1])).name not in remaining
     assert {Path(cache.entry_path(k)).name for k in (keys[0], keys[4], keys[5])} <= remaining
+
+
+def test_hit_refreshes_the_mtime_of_an_entry_not_used_lately(cache_dir):
+    cache = code_cache.CodeCache(str(cache_dir), max_bytes=1 << 20)
+    old, recent = bytes([1]) * 32, bytes([2]) * 32
+    for key in (old, recent):
+        cache.store(key, _entry(0))
+    now = os.stat(cache.entry_path(recent)).st_mtime_ns
+    lately = now - (code_cache.REFRESH_SECONDS // 2) * 10**9
+    os.utime(cache.entry_path(old), ns=(10**18, 10**18))
+    os.utime(cache.entry_path(recent), ns=(lately, lately))
+    assert cache.load(old) is not None and cache.load(recent) is not None
+    assert os.stat(cache.entry_path(old)).st_mtime_ns > 10**18
+    assert os.stat(cache.entry_path(recent)).st_mtime_ns == lately
 
 
 def test_environment_bound_is_applied(cache_dir, monkeypatch):

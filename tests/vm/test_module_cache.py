@@ -1,6 +1,7 @@
 """Verified modules kept across processes (vmrt.vm.module_cache): a later process
 loading the same bytes neither verifies them (FlatBuffer or bytecode) nor imports
-numpy for them, and gets the same module; what changes the key, damaged entries,
+numpy for them, and gets the same module (its summary; the definition when asked
+for); what changes the key, damaged entries,
 invalid modules (never stored, failing alike), the off switch and concurrent
 processes. Every test points VMRT_CACHE_DIR at its own temporary directory."""
 
@@ -19,7 +20,10 @@ import vmrt
 from tests.vm.conftest import CACHE_ENV
 from vmrt.errors import ModuleFormatError, VerificationError
 from vmrt.format import module_to_json, read_module, write_module
+from vmrt.format.module_def import RodataSegmentDef
 from vmrt.vm import code_cache, module_cache
+from vmrt.vm.module_summary import summarize
+from vmrt.vm.verifier import verify_module
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALAR = REPO_ROOT / "examples" / "scalar.vmfb"
@@ -99,6 +103,42 @@ def test_module_from_the_cache_is_the_module_read(path):
     assert cached.source == str(path)
 
 
+def test_module_found_in_the_cache_makes_its_definition_only_when_asked():
+    read = vmrt.load_module(SCALAR)
+    expected = vmrt.Context(vmrt.Instance(), modules=[read]).function("module.demo")(*DEMO_ARGS)
+    cached = vmrt.load_module(SCALAR)  # (its code is cached too now)
+    context = vmrt.Context(vmrt.Instance(), modules=[cached])
+    assert context.function("module.demo")(*DEMO_ARGS) == expected
+    assert module_cache.STATS.hits == 1 and "definition" not in cached.__dict__
+    assert (cached.summary, cached.export_names(), cached.imports()) == \
+        (read.summary, read.export_names(), read.imports())
+    assert [(cached.export_cconv(n), cached.export_attrs(n)) for n in cached.export_names()] \
+        == [(read.export_cconv(n), read.export_attrs(n)) for n in read.export_names()]
+    assert module_to_json(cached.definition) == module_to_json(read.definition)
+
+
+def test_stored_summary_is_the_definitions():
+    data = MLP.read_bytes()
+    definition = read_module(data)
+    expected = summarize(definition, verify_module(definition))
+    vmrt.load_module(data)
+    assert vmrt.load_module(data).summary == expected
+    assert expected.rodata == tuple(
+        (s.data_offset, len(s.data)) for s in definition.rodata_segments)
+    assert [bytes(data[o:o + n]) for o, n in expected.rodata] == \
+        [bytes(s.data) for s in definition.rodata_segments]
+
+
+def test_module_made_in_memory_has_a_summary_without_rodata_ranges():
+    read = read_module(MLP)
+    segments = [RodataSegmentDef(embedded_data=bytes(s.data)) for s in read.rodata_segments]
+    module = vmrt.load_module(dataclasses.replace(read, rodata_segments=segments))
+    assert segments and module.summary.rodata is None
+    assert [bytes(r.view) for r in module.rodata] == [bytes(s.data) for s in segments]
+    assert module.summary._replace(rodata=None) == vmrt.load_module(MLP).summary._replace(
+        rodata=None)
+
+
 def test_bytes_and_paths_share_entries():
     vmrt.load_module(SCALAR)
     vmrt.load_module(SCALAR.read_bytes())
@@ -129,13 +169,19 @@ def test_external_rodata_is_read_from_the_new_bytes():
     cached = vmrt.load_module(bytes(changed))
     assert module_cache.STATS.hits == 1
     fresh = read_module(bytes(changed))
+    assert [bytes(r.view) for r in cached.rodata] == \
+        [bytes(s.data) for s in fresh.rodata_segments]
     assert [bytes(s.data) for s in cached.definition.rodata_segments] == \
         [bytes(s.data) for s in fresh.rodata_segments]
 
 
-def test_changed_runtime_misses(monkeypatch):
+@pytest.mark.parametrize("change", ["runtime", "entry layout"])
+def test_changed_runtime_misses(monkeypatch, change):
     vmrt.load_module(SCALAR)
-    monkeypatch.setattr(code_cache, "_runtime_fingerprint", b"another vmrt".ljust(32))
+    if change == "runtime":
+        monkeypatch.setattr(code_cache, "_runtime_fingerprint", b"another vmrt".ljust(32))
+    else:
+        monkeypatch.setattr(module_cache, "ENTRY_VERSION", module_cache.ENTRY_VERSION + 1)
     vmrt.load_module(SCALAR)
     assert module_cache.STATS.hits == 0 and module_cache.STATS.stores == 2
 
@@ -195,9 +241,11 @@ def test_damaged_entry_is_read_and_verified_again(cache_dir, damage):
     assert run_process(cache_dir)["calls"] == []
 
 
-def test_entry_of_another_shape_is_not_used(cache_dir):
+@pytest.mark.parametrize("entry", [("not", "a", "snapshot"), (b"", [], ("short", "summary"))],
+                         ids=["shape", "summary"])
+def test_entry_of_another_shape_is_not_used(cache_dir, entry):
     key = module_cache.module_key(memoryview(SCALAR.read_bytes()))
-    code_cache.default_cache().store(key, ("not", "a", "snapshot"), module_cache.MODULE)
+    code_cache.default_cache().store(key, entry, module_cache.MODULE)
     vmrt.load_module(SCALAR)
     assert module_cache.STATS.rejected == 1 and module_cache.STATS.stores == 2
 

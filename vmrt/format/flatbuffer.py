@@ -707,19 +707,41 @@ _BINDER_VECTORS = {
 }
 
 
-def _compile_source(source: str, filename: str):
-    return compile(source, filename, "exec")
+def _compile_source(make_source: Callable[[], str], filename: str, key: str):
+    return compile(make_source(), filename, "exec")
+
+
+#: compile_source(make_source, filename, key): the code of the source make_source()
+#: gives, which `key` tells apart from the others of that file name (a cache of
+#: generated code may have it without making the source).
+CompileSource = Callable[[Callable[[], str], str, str], Any]
 
 
 def _make_binder(decl: TableDecl, kinds: tuple, has_hook: bool,
-                 compile_source: Callable[[str, str], Any] = _compile_source):
+                 compile_source: CompileSource = _compile_source):
     """bind(columns...) -> make(i), making row i's object of `decl` from the
     columns a group read (generated, so each field costs one line, no dispatch);
     `compile_source` compiles its code (the caller's cache of generated code)."""
+    ns: dict[str, Any] = {
+        "new": object.__new__, "cls": decl.cls, "LTV": LazyTableVector,
+        "LSV": LazyStructVector, "LUV": LazyUnionVector,
+        "unpack_from": struct.unpack_from, "PS": {}, "present_set": _present_set,
+        "VN": tuple(name for name, kind in kinds if kind not in _BINDER_FIELDS),
+    }
+    for j, factory in enumerate(decl.extra_defaults.values()):
+        ns[f"x{j}"] = factory
+    key = repr((kinds, has_hook, tuple(decl.extra_defaults)))  # all the source depends on
+    exec(compile_source(lambda: _binder_source(decl, kinds, has_hook),
+                        f"<vmrt binder {decl.name}>", key), ns)
+    return ns["bind"]
+
+
+def _binder_source(decl: TableDecl, kinds: tuple, has_hook: bool) -> str:
+    """The source of _make_binder's bind (its namespace binds the capitalized names)."""
     params = ["mv"]
     body = ["    def make(i):", "        obj = new(cls)", "        d = obj.__dict__",
             "        m = 0"]
-    vector_names: list[str] = []
+    vectors = 0
     for j, (name, kind) in enumerate(kinds):
         key = repr(name)
         if kind in _BINDER_FIELDS:
@@ -730,10 +752,10 @@ def _make_binder(decl: TableDecl, kinds: tuple, has_hook: bool,
             body += [f"        s = s{j}[i]",
                      f"        if {present}:",
                      f"            d[{key}] = {make.format(j=j)}",
-                     f"            m |= {1 << len(vector_names)}",
+                     f"            m |= {1 << vectors}",
                      "        else:",
                      f"            d[{key}] = []"]
-            vector_names.append(name)
+            vectors += 1
         params += [f"{prefix}{j}" for prefix in names]
     for j, name in enumerate(decl.extra_defaults):
         body.append(f"        d[{name!r}] = x{j}()")
@@ -745,17 +767,7 @@ def _make_binder(decl: TableDecl, kinds: tuple, has_hook: bool,
         params += ["hook", "reader", "BP"]
         body.append("        hook(obj, reader, {k: v[i] for k, v in BP})")
     body += ["        return obj", "    return make"]
-    source = f"def bind({', '.join(params)}):\n" + "\n".join(body)
-    ns: dict[str, Any] = {
-        "new": object.__new__, "cls": decl.cls, "LTV": LazyTableVector,
-        "LSV": LazyStructVector, "LUV": LazyUnionVector,
-        "unpack_from": struct.unpack_from, "PS": {}, "present_set": _present_set,
-        "VN": tuple(vector_names),
-    }
-    for j, factory in enumerate(decl.extra_defaults.values()):
-        ns[f"x{j}"] = factory
-    exec(compile_source(source, f"<vmrt binder {decl.name}>"), ns)
-    return ns["bind"]
+    return f"def bind({', '.join(params)}):\n" + "\n".join(body)
 
 
 class FlatBufferReader:
@@ -766,7 +778,7 @@ class FlatBufferReader:
     """
 
     def __init__(self, buf, start: int, end: int, *, budget: int | None = None,
-                 compile_source: Callable[[str, str], Any] | None = None):
+                 compile_source: CompileSource | None = None):
         _numpy()
         #: How the binders of this read's tables are compiled (see _make_binder).
         self.compile_source = compile_source or _compile_source

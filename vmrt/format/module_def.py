@@ -136,6 +136,8 @@ class RodataSegmentDef:
     external_data: Any = None
     #: Alignment of embedded_data in the output (kept from the input when read).
     alignment: int = dataclasses.field(default=16, compare=False)
+    #: Where the contents start in the bytes the segment was read from (None: not read).
+    data_offset: int | None = dataclasses.field(default=None, compare=False)
 
     @property
     def data(self) -> memoryview:
@@ -151,6 +153,7 @@ class RodataSegmentDef:
         pos = byte_positions.get("embedded_data", -1)
         if pos >= 0:
             self.alignment = _alignment_of(pos)
+            self.data_offset = pos
             return
         self.external = True
         info: ArchiveInfo | None = getattr(reader, "archive", None)
@@ -158,6 +161,7 @@ class RodataSegmentDef:
                                                        self.external_data_length):
             start = info.rodata_offset + self.external_data_offset
             self.external_data = reader.mv[start:start + self.external_data_length]
+            self.data_offset = start
 
 
 @table
@@ -315,7 +319,8 @@ def read_module(data, *, check: bool = True) -> BytecodeModuleDef:
 def read_module_and_snapshot(data, *, check: bool = True, compile_source=None):
     """read_module, and the snapshot of that read: module_from_snapshot makes the
     same module of the same bytes from it, without verifying them again.
-    ``compile_source(source, filename)`` compiles the reader's generated code."""
+    ``compile_source(make_source, filename, key)`` compiles the reader's generated code
+    (vmrt.format.flatbuffer.CompileSource)."""
     buf = open_module_buffer(data)
     try:
         info = _archive.parse_archive(buf)

@@ -205,6 +205,11 @@ class ParameterIndex:
                             StatusCode.NOT_FOUND)
         return entry
 
+    def entry_getter(self) -> Callable[[str], ParameterIndexEntry | None]:
+        """A function of a str key giving its first entry or None: lookup without its
+        checks, for callers resolving hundreds of keys (entries added later are seen)."""
+        return self._by_key.get
+
     def get(self, key, default=None):
         return self._by_key.get(as_key(key), default)
 

@@ -22,13 +22,17 @@ provider's plans call its own `gather`/`scatter`.
 
 from __future__ import annotations
 
+import collections.abc
 import enum
+import functools
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.io.file import FileMode, byte_view
-from vmrt.io.index import ParameterIndex, as_key, check_span, register_index_provider
-from vmrt.io.transfer import READ, WRITE, Move, TransferPlan, check_disjoint_writes
+from vmrt.io.index import (
+    ParameterIndex, ParameterIndexEntry, as_key, check_span, register_index_provider,
+)
+from vmrt.io.transfer import READ, WRITE, Move, TransferPlan, check_disjoint_writes, make_move
 
 
 def as_scope(scope) -> str:
@@ -51,6 +55,46 @@ class ParameterSpan(NamedTuple):
     parameter_offset: int
     buffer_offset: int
     length: int
+
+
+#: ParameterSpan(*fields) from a tuple of its four fields, made in C (see make_move).
+make_span = functools.partial(tuple.__new__, ParameterSpan)
+
+
+class SpanColumns(collections.abc.Sequence):
+    """Spans held as four columns: how io_parameters decodes the hundreds of spans of
+    one call and how the index provider checks them, with no object per span. To
+    anything else a sequence of ParameterSpans."""
+
+    __slots__ = ("keys", "parameter_offsets", "buffer_offsets", "lengths")
+
+    def __init__(self, keys: list[str], parameter_offsets: list[int],
+                 buffer_offsets: list[int], lengths: list[int]):
+        self.keys = keys
+        self.parameter_offsets = parameter_offsets
+        self.buffer_offsets = buffer_offsets
+        self.lengths = lengths
+
+    @classmethod
+    def of(cls, spans: Iterable) -> "SpanColumns":
+        """`spans` as columns; spans that are not ParameterSpans go through as_span."""
+        if isinstance(spans, SpanColumns):
+            return spans
+        spans = [span if type(span) is ParameterSpan else as_span(span) for span in spans]
+        return cls(*map(list, zip(*spans))) if spans else cls([], [], [], [])
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return list(self)[index]
+        return ParameterSpan(self.keys[index], self.parameter_offsets[index],
+                             self.buffer_offsets[index], self.lengths[index])
+
+    def __iter__(self):
+        return map(make_span, zip(self.keys, self.parameter_offsets, self.buffer_offsets,
+                                  self.lengths))
 
 
 def as_span(span) -> ParameterSpan:
@@ -200,39 +244,45 @@ class IndexProvider(ParameterProvider):
             raise VmrtError(f"provider for scope '{self.scope}' asked for scope "
                             f"'{as_scope(scope)}'", StatusCode.NOT_FOUND)
 
-    def _moves(self, spans, write: bool, buffer_size: int | None, what: str) -> list[Move]:
-        """Resolves and checks every span; slot 0, or slot i for span i of a load."""
-        lookup = self.index.lookup
-        moves = []
+    def _checked(self, spans, write: bool, buffer_size: int | None,
+                 what: str) -> tuple[SpanColumns, list[ParameterIndexEntry]]:
+        """(spans, their entries): every span resolved and checked, in order, as upstream
+        does (key, access, range, then the `buffer_size`-byte buffer's bounds, or for a
+        load, with no buffer, a zero buffer offset)."""
+        spans = SpanColumns.of(spans)
+        index = self.index
+        entry_of = index.entry_getter()
+        entries = []
         checked_file = None  # spans of one call mostly share a file: check its access once
-        for slot, span in enumerate(spans):
-            if type(span) is not ParameterSpan:
-                span = as_span(span)
-            key, parameter_offset, buffer_offset, length = span
-            entry = lookup(key)
+        for key, parameter_offset, buffer_offset, length in zip(
+                spans.keys, spans.parameter_offsets, spans.buffer_offsets, spans.lengths):
+            entry = entry_of(key)
+            if entry is None:
+                entry = index.lookup(key)  # (raises NOT_FOUND, or takes a bytes key)
             file = entry.file
             if file is not checked_file or file is None or entry.pattern is not None:
                 _check_access(entry, write)
                 checked_file = file
             if parameter_offset + length > entry.length:
                 check_span(entry, parameter_offset, length)
-            if buffer_size is None:  # a load: one new buffer per span
+            if buffer_size is None:
                 if buffer_offset:
-                    _check_load_spans([span])
-            else:
-                slot = 0
-                if buffer_offset + length > buffer_size:
-                    raise VmrtError(
-                        f"{what} range [{buffer_offset}, {buffer_offset + length}) for "
-                        f"parameter `{entry.key}` out of bounds of the {buffer_size}-byte "
-                        "buffer", StatusCode.OUT_OF_RANGE)
-            if entry.pattern is not None:
-                moves.append(Move(None, 0, slot, buffer_offset, length, entry.pattern,
-                                  parameter_offset))
-            else:
-                moves.append(Move(file, entry.offset + parameter_offset, slot, buffer_offset,
-                                  length))
-        return moves
+                    _check_load_spans([ParameterSpan(key, parameter_offset, buffer_offset,
+                                                     length)])
+            elif buffer_offset + length > buffer_size:
+                raise VmrtError(
+                    f"{what} range [{buffer_offset}, {buffer_offset + length}) for "
+                    f"parameter `{entry.key}` out of bounds of the {buffer_size}-byte "
+                    "buffer", StatusCode.OUT_OF_RANGE)
+            entries.append(entry)
+        return spans, entries
+
+    def _moves(self, spans, write: bool, buffer_size: int, what: str) -> list[Move]:
+        """The moves of a gather or scatter (slot 0) of checked spans."""
+        spans, entries = self._checked(spans, write, buffer_size, what)
+        return [_move(entry, parameter_offset, buffer_offset, length, 0)
+                for entry, parameter_offset, buffer_offset, length in zip(
+                    entries, spans.parameter_offsets, spans.buffer_offsets, spans.lengths)]
 
     def plan_gather(self, scope, spans, target_size: int) -> TransferPlan:
         self._check_scope(scope)
@@ -249,23 +299,26 @@ class IndexProvider(ParameterProvider):
         file is mapped or preloaded, not read with FILE mode); splats and the rest
         are read into new buffers."""
         self._check_scope(scope)
-        moves = self._moves(spans, False, None, "load")
-        lent: list = [None] * len(moves)
+        spans, entries = self._checked(spans, False, None, "load")
+        lent: list = []
         copies = []
-        contents = {}  # read-only view of each lending file's bytes
-        for move in moves:
-            handle = move.handle
-            if views and handle is not None and handle.mode is not FileMode.FILE:
-                whole = contents.get(handle)
-                if whole is None:
-                    whole = contents[handle] = handle.contents().toreadonly()
-                start = move.file_offset
-                end = start + move.length
-                if end > whole.nbytes:
-                    handle.view(start, move.length)  # raises (the file shrank)
-                lent[move.slot] = whole[start:end]
-            else:
-                copies.append(move)
+        wholes = {}  # per file (None: splats): its bytes read-only, or None if it lends none
+        for entry, parameter_offset, length in zip(entries, spans.parameter_offsets,
+                                                    spans.lengths):
+            file = entry.file
+            whole = wholes.get(file, False)
+            if whole is False:
+                whole = wholes[file] = None if not views or file is None or \
+                    file.mode is FileMode.FILE else file.contents().toreadonly()
+            if whole is None:
+                copies.append(_move(entry, parameter_offset, 0, length, len(lent)))
+                lent.append(None)
+                continue
+            start = entry.offset + parameter_offset
+            end = start + length
+            if end > whole.nbytes:
+                file.view(start, length)  # raises (the file shrank)
+            lent.append(whole[start:end])
         return lent, TransferPlan(READ, copies)
 
     def gather(self, scope, target, spans) -> None:
@@ -304,6 +357,15 @@ class IndexProvider(ParameterProvider):
 
 
 register_index_provider(IndexProvider)
+
+
+def _move(entry: ParameterIndexEntry, parameter_offset: int, buffer_offset: int, length: int,
+          slot: int) -> Move:
+    """The move of a checked span of `entry` to or from slot `slot`."""
+    if entry.pattern is not None:
+        return make_move((None, 0, slot, buffer_offset, length, entry.pattern, parameter_offset))
+    return make_move((entry.file, entry.offset + parameter_offset, slot, buffer_offset, length,
+                      None, 0))
 
 
 def _check_access(entry, write: bool) -> None:

@@ -15,6 +15,7 @@ files opened in FILE mode; every one of those releases the GIL.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import mmap
 import operator
 import threading
@@ -51,6 +52,11 @@ class Move(NamedTuple):
     length: int
     pattern: bytes | None = None
     phase: int = 0
+
+
+#: Move(*fields) from a tuple of all seven fields, made in C: a NamedTuple's own
+#: constructor is a Python function, and a model's parameter load makes hundreds.
+make_move = functools.partial(tuple.__new__, Move)
 
 
 class HostCall(NamedTuple):

@@ -12,13 +12,15 @@ returns, is raised as well).
 
 from __future__ import annotations
 
+import operator
+
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.hal.buffer import Buffer
 from vmrt.hal.device import Device, as_error
 from vmrt.hal.semaphore import Fence
 from vmrt.hal.types import WHOLE_BUFFER, BufferCompatibility, BufferUsage, MemoryAccess
 from vmrt.io import ParameterScopes, ProviderSet, ProviderSignal
-from vmrt.io.provider import ParameterProvider, ParameterSpan
+from vmrt.io.provider import ParameterProvider, SpanColumns
 from vmrt.io.transfer import MAX_CONCURRENCY, TransferPlan, host_memory
 # (importing it registers the !hal.* ref types)
 from vmrt.modules.hal import charged, deref, fence_or_none, guarded_call
@@ -55,14 +57,13 @@ def _string(buffer) -> str:
     return bytes(deref(buffer, VMBuffer, "buffer").view).decode("utf-8", "surrogateescape")
 
 
-def _call_spans(key_table, key_data, spans) -> list[ParameterSpan]:
+def _call_spans(key_table, key_data, spans) -> SpanColumns:
     """decode_spans of an export's three buffer arguments (refs checked first)."""
     return decode_spans(deref(key_table, VMBuffer, "buffer"), deref(key_data, VMBuffer, "buffer"),
                         deref(spans, VMBuffer, "buffer"))
 
 
-def decode_spans(key_table: VMBuffer, key_data: VMBuffer,
-                 spans: VMBuffer) -> list[ParameterSpan]:
+def decode_spans(key_table: VMBuffer, key_data: VMBuffer, spans: VMBuffer) -> SpanColumns:
     """The spans of one call: span i is key i of the table with 3 u64s of `spans`."""
     if spans.length % SPAN_ENTRY_BYTES:
         raise VmrtError("buffer span storage must be aligned to "
@@ -72,15 +73,28 @@ def decode_spans(key_table: VMBuffer, key_data: VMBuffer,
         raise VmrtError("key string table must have enough data to service all defined "
                         "spans", StatusCode.INVALID_ARGUMENT)
     if not count:
-        return []
+        return SpanColumns([], [], [], [])
     # Both layouts are little-endian host structs upstream reads in place; so do we.
-    table = iter(key_table.view[:count * KEY_ENTRY_BYTES].cast("I").tolist())
-    values = iter(spans.view.cast("Q").tolist())
+    # They are read column by column (a model loads hundreds of parameters in one call).
+    table = key_table.view[:count * KEY_ENTRY_BYTES].cast("I").tolist()
+    offsets, ends = table[0::2], list(map(operator.add, table[0::2], table[1::2]))
     data = bytes(key_data.view)
     capacity = len(data)
-    decoded = []
-    for (offset, length), (parameter_offset, buffer_offset, span_length) in zip(
-            zip(table, table), zip(values, values, values)):
+    if max(ends) > capacity:  # (an offset past the end has its end past it too)
+        _check_key_ranges(offsets, table[1::2], capacity)
+    if data.isascii():  # byte offsets are character offsets: one decode for all keys
+        text = data.decode("ascii")
+        keys = [text[start:end] for start, end in zip(offsets, ends)]
+    else:
+        keys = [data[start:end].decode("utf-8", "surrogateescape")
+                for start, end in zip(offsets, ends)]
+    values = spans.view.cast("Q").tolist()
+    return SpanColumns(keys, values[0::3], values[1::3], values[2::3])
+
+
+def _check_key_ranges(offsets: list[int], lengths: list[int], capacity: int) -> None:
+    """Raises upstream's error for the first key outside the key data."""
+    for offset, length in zip(offsets, lengths):
         if offset > capacity:
             raise VmrtError(
                 "attempted to access an address off the end of the valid buffer range "
@@ -91,9 +105,6 @@ def decode_spans(key_table: VMBuffer, key_data: VMBuffer,
                 "attempted to access an address outside of the valid buffer range "
                 f"(offset={offset}, length={length}, end(inc)={offset + length - 1}, "
                 f"data_capacity={capacity})", StatusCode.OUT_OF_RANGE)
-        key = data[offset:offset + length].decode("utf-8", "surrogateescape")
-        decoded.append(ParameterSpan(key, parameter_offset, buffer_offset, span_length))
-    return decoded
 
 
 class IoParametersModule(NativeModule, name="io_parameters", version=0):
@@ -152,18 +163,15 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
             lend = bool(usage & _IMMUTABLE) and bool(
                 allocator.query_compatibility(memory_types, usage)[0] & _IMPORTABLE)
             lent, plan = self.providers.plan_load(scope, spans, views=lend)
-            buffers = []
-            import_view = None  # (made at the first view: it checks the parameters)
-            for span, view in zip(spans, lent):
-                if view is not None:
-                    if import_view is None:
-                        import_view = allocator.importer(memory_types, usage, _READ,
-                                                         target_queue_affinity)
-                    buffer = import_view(view)
-                else:
-                    buffer = charged(meter, span.length, lambda: allocator.import_buffer(
-                        host_memory(span.length), memory_types, usage, 0, target_queue_affinity))
-                buffers.append(buffer)
+            # (made only for a view to import: it checks the parameters)
+            import_view = allocator.importer(memory_types, usage, _READ, target_queue_affinity) \
+                if any(view is not None for view in lent) else None
+
+            def new_buffer(length: int) -> Buffer:  # filled by the plan
+                return charged(meter, length, lambda: allocator.import_buffer(
+                    host_memory(length), memory_types, usage, 0, target_queue_affinity))
+            buffers = [new_buffer(length) if view is None else import_view(view)
+                       for length, view in zip(spans.lengths, lent)]
             targets = [None if view is not None else buffer
                        for view, buffer in zip(lent, buffers)]
             self._schedule(meter, device, queue_affinity, fence_or_none(wait_fence), signal, plan,

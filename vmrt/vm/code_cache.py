@@ -4,14 +4,16 @@ Creating the first context of a compiled model is dominated by generating Python
 source for its functions (vmrt.vm.codegen) and compiling it, and every new process
 would pay that again. BytecodeModule.compiled (vmrt.vm.module) asks this cache
 first: an entry holds one function variant's code object, its line -> bytecode
-offset map and its source, marshalled, in a file of its own. The same directory and
-file format keep verified modules (vmrt.vm.module_cache) and, in one file, the
-small generated helpers every process compiles alike (compile_snippet).
+offset map and its source (CompiledFunction), marshalled, in a file of its own.
+The same directory and file format keep verified modules (vmrt.vm.module_cache)
+and, in one file per group, the small generated helpers every process compiles
+alike (compile_snippet).
 
 The key of an entry is a hash of everything the generated code depends on:
 
-- the module's content digest (BytecodeModule.content_digest: its bytecode and
-  the descriptors, signatures, imports and names the generator reads);
+- the module's content digest (BytecodeModule.content_digest: the key
+  vmrt.vm.module_cache gave its bytes, else its bytecode and the descriptors,
+  signatures, imports and names the generator reads; and its name);
 - the function ordinal, the CodegenOptions and the host-entry flag;
 - the runtime: a hash of the sources of vmrt.vm, vmrt.isa and vmrt.format (the
   generator and everything it reads; stronger than the version string, which an
@@ -39,7 +41,8 @@ Environment:
   ~/.cache/vmrt);
 - VMRT_CACHE_MAX_BYTES: the bound on the total size of the files (default 256
   MiB); a write that takes the total over it deletes the least recently used
-  files (oldest mtime; a hit refreshes its file's mtime) down to 90% of it.
+  files (oldest mtime; a hit refreshes its file's mtime, if a minute old) down to
+  90% of it.
 
 A directory that cannot be created or is not a directory leaves vmrt running
 without the cache; one that cannot be written is still read. Neither is an error.
@@ -73,7 +76,7 @@ except ImportError:  # pragma: no cover - a Python built without the _blake2 mod
     from hashlib import blake2b
 
 #: The layout of cache files; part of every key.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 FILE_MAGIC = b"VMRTCODE"
 #: File header: magic, key digest, payload length, payload CRC-32.
 HEADER = struct.Struct("<8s32sQI")
@@ -90,6 +93,9 @@ DEFAULT_MAX_BYTES = 256 << 20
 EVICT_TO = 0.9
 #: A temporary file this old (seconds) was left by a writer that died.
 STALE_TEMP_SECONDS = 3600
+#: A hit refreshes its file's mtime only when it is older than this (seconds): the
+#: eviction order needs no finer grain, and each refresh is a metadata write.
+REFRESH_SECONDS = 60
 #: Packages whose sources shape generated code (hashed into every key).
 RUNTIME_PACKAGES = ("vmrt.vm", "vmrt.isa", "vmrt.format")
 
@@ -114,13 +120,64 @@ class CacheStats:
 
 STATS = CacheStats()
 _CACHES: dict[tuple[str, int], "CodeCache"] = {}
+#: What default_cache reads, and the (directory, bound) it found for their values.
+_ENVIRONMENT = ("VMRT_CACHE", "VMRT_CACHE_DIR", "XDG_CACHE_HOME", "HOME", "USERPROFILE",
+                "VMRT_CACHE_MAX_BYTES")
+_SETTINGS: dict[tuple, tuple[str, int] | None] = {}
 _runtime_fingerprint: bytes | None = None
 
 
 def is_code_entry(entry) -> bool:
-    """Whether a payload is what vmrt.vm.module stores: (code, line_pcs, source)."""
-    return (type(entry) is tuple and len(entry) == 3 and type(entry[0]) is types.CodeType
-            and type(entry[1]) is list and type(entry[2]) is str)
+    """Whether a payload is what vmrt.vm.module stores: CompiledFunction.entry()."""
+    return (type(entry) is tuple and len(entry) == 2 and type(entry[0]) is types.CodeType
+            and type(entry[1]) is bytes)
+
+
+class CompiledFunction:
+    """A function variant's code object, line -> bytecode offset map and source.
+
+    Unpacks as (code, line_pcs, source). In a cache entry the map and the source are
+    marshalled and compressed apart from the code (entry()) and decoded when first
+    asked for: only errors (VM stacks) and tools read them, and reading them whole
+    (a large function's map has thousands of numbers, its source tens of KB) cost a
+    process more than reading the code."""
+
+    __slots__ = ("code", "_debug", "_line_pcs", "_source")
+
+    def __init__(self, code: types.CodeType, line_pcs: list | None = None,
+                 source: str | None = None, *, debug: bytes | None = None):
+        self.code = code
+        self._line_pcs = line_pcs
+        self._source = source
+        self._debug = debug  # (line_pcs, source) marshalled and compressed, not decoded yet
+
+    @classmethod
+    def from_entry(cls, entry: tuple) -> "CompiledFunction":
+        code, debug = entry
+        return cls(code, debug=debug)
+
+    def entry(self) -> tuple:
+        """The payload of its cache entry (is_code_entry)."""
+        return self.code, zlib.compress(marshal.dumps((self.line_pcs, self.source)), 1)
+
+    @property
+    def line_pcs(self) -> list:
+        if self._debug is not None:
+            self._decode()
+        return self._line_pcs
+
+    @property
+    def source(self) -> str:
+        if self._debug is not None:
+            self._decode()
+        return self._source
+
+    def _decode(self) -> None:
+        self._line_pcs, self._source = marshal.loads(zlib.decompress(self._debug))
+        self._debug = None
+
+    def __iter__(self):
+        return iter((self.code, self.line_pcs, self.source))
 
 
 class EntryKind:
@@ -138,16 +195,27 @@ CODE = EntryKind(SUFFIX, is_code_entry)
 
 def default_cache() -> "CodeCache | None":
     """The cache the environment asks for, or None when it is off or unusable."""
-    if os.environ.get("VMRT_CACHE", "1").strip().lower() in _DISABLED:
+    environment = tuple(map(os.environ.get, _ENVIRONMENT))
+    key = _SETTINGS.get(environment, False)
+    if key is False:  # (a process asks a few times per module: the path is worked out once)
+        key = _settings()
+        directory = environment[1]
+        if not directory or os.path.isabs(os.path.expanduser(directory)):
+            _SETTINGS[environment] = key  # (a relative one follows the working directory)
+    if key is None or runtime_fingerprint() is None:
         return None
-    path = cache_directory()
-    if path is None or runtime_fingerprint() is None:
-        return None
-    key = (path, max_bytes())
     cache = _CACHES.get(key)
     if cache is None:
         cache = _CACHES[key] = CodeCache(*key)
     return cache if cache.usable else None
+
+
+def _settings() -> tuple[str, int] | None:
+    """(directory, bound) of the cache the environment asks for, or None when it is off."""
+    if os.environ.get("VMRT_CACHE", "1").strip().lower() in _DISABLED:
+        return None
+    path = cache_directory()
+    return (path, max_bytes()) if path is not None else None
 
 
 def cache_directory() -> str | None:
@@ -212,13 +280,15 @@ def _hash_sources(digest, directory: str) -> int:
     """Adds the name, size and modification time of the .py (or, sourceless, .pyc)
     files of a directory; returns how many."""
     try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith((".py", ".pyc")))
-        for name in names:
-            st = os.stat(os.path.join(directory, name))
-            digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        with os.scandir(directory) as entries:  # (a stat each, no path joined)
+            found = sorted((entry.name, entry.stat()) for entry in entries
+                           if entry.name.endswith((".py", ".pyc")))
     except OSError:
         return 0
-    return len(names)
+    digest.update("\0".join(name for name, _ in found).encode("utf-8", "surrogateescape"))
+    sizes_and_times = [n for _, st in found for n in (st.st_size, st.st_mtime_ns)]
+    digest.update(struct.pack(f"<{len(sizes_and_times)}q", *sizes_and_times))
+    return len(found)
 
 
 def _private(st: os.stat_result) -> bool:
@@ -241,8 +311,11 @@ class CodeCache:
 
     def _open_directory(self) -> bool:
         try:
-            os.makedirs(self.path, mode=0o700, exist_ok=True)
-            st = os.stat(self.path)
+            try:
+                st = os.stat(self.path)
+            except FileNotFoundError:  # (made once: later processes only look)
+                os.makedirs(self.path, mode=0o700, exist_ok=True)
+                st = os.stat(self.path)
         except (OSError, ValueError):  # unwritable parent, a file in the way, a NUL...
             return False
         return stat.S_ISDIR(st.st_mode) and _private(st)
@@ -252,10 +325,10 @@ class CodeCache:
 
     # -- reading ---------------------------------------------------------------------
     def load(self, key: bytes, kind: EntryKind = CODE):
-        """The entry of `kind` stored under `key` (code: code, line_pcs, source), or None."""
+        """The entry of `kind` stored under `key` (code: CompiledFunction.entry()), or None."""
         stats = kind.stats or STATS
         path = self.entry_path(key, kind)
-        data = self._read_private(path, stats)
+        data, mtime = self._read_private(path, stats)
         entry = decode_entry(data, key, kind.is_entry) if data is not None else None
         if entry is None:
             stats.misses += 1
@@ -263,24 +336,25 @@ class CodeCache:
                 stats.rejected += 1
             return None
         stats.hits += 1
-        try:
-            os.utime(path)  # recently used: evicted last
-        except OSError:
-            pass
+        if not 0 <= time.time() - mtime < REFRESH_SECONDS:
+            try:
+                os.utime(path)  # recently used: evicted last
+            except OSError:
+                pass
         return entry
 
-    def _read_private(self, path: str, stats: CacheStats) -> bytes | None:
-        """The bytes of a regular file of the user's own, else None."""
+    def _read_private(self, path: str, stats: CacheStats) -> tuple[bytes | None, float]:
+        """The bytes of a regular file of the user's own (else None) and its mtime."""
         try:
             fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY)
         except (OSError, ValueError):
-            return None
+            return None, 0.0
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or not _private(st) \
                     or st.st_size > max(self.max_bytes, HEADER.size):
                 stats.rejected += 1
-                return None
+                return None, 0.0
             chunks, remaining = [], st.st_size
             while remaining > 0:
                 chunk = os.read(fd, remaining)
@@ -288,9 +362,9 @@ class CodeCache:
                     break
                 chunks.append(chunk)
                 remaining -= len(chunk)
-            return b"".join(chunks)
+            return b"".join(chunks), st.st_mtime
         except OSError:
-            return None
+            return None, 0.0
         finally:
             os.close(fd)
 
@@ -399,30 +473,44 @@ SNIPPET_STATS = CacheStats()
 SNIPPETS = EntryKind(SNIPPETS_SUFFIX, lambda entry: type(entry) is dict and all(
     type(name) is bytes and type(code) is types.CodeType for name, code in entry.items()),
     SNIPPET_STATS)
-#: This process's snippets by the digest of their file name and source (None: the
-#: stored ones not read yet), and the cache its new ones go to (None: none new).
-_snippets: dict[bytes, types.CodeType] | None = None
+#: This process's snippets by group, then by the digest of their file name and source
+#: (a group not there: its stored ones not read yet); the groups with new ones, and
+#: the cache those go to (None: none new).
+_snippets: dict[str, dict[bytes, types.CodeType]] = {}
+_new_groups: set[str] = set()
 _snippets_cache: "CodeCache | None" = None
 
 
-def compile_snippet(source: str, filename: str) -> types.CodeType:
+def compile_snippet(source, filename: str, key: str | None = None, *,
+                    group: str = "") -> types.CodeType:
     """compile(source, filename, "exec") for the small helpers vmrt generates alike in
-    every process (FlatBuffer binders, native adapters): all of them are kept in one
-    file, read once per process, so a new process compiles none of them (a dozen
-    compiles cost milliseconds; a read, tens of microseconds). The file is keyed by
-    the Python (a code object is), its snippets by their source. A process writes
-    the ones it compiled at its exit (store_snippets): once, not once per snippet."""
-    global _snippets, _snippets_cache
-    if _snippets is None:
+    every process (FlatBuffer binders, native adapters): all those of a `group` are
+    kept in one file, read at the group's first snippet, so a new process compiles
+    none of them (a dozen compiles cost milliseconds; a read, tens of microseconds),
+    and reads no group it does not use (a module found in vmrt.vm.module_cache needs
+    no binder). The files are keyed by the Python (a code object is), the runtime
+    fingerprint and the group, snippets by their source. A process writes the groups
+    it compiled new snippets of at its exit (store_snippets): once, not per snippet.
+
+    With a `key`, `source` is a function making the source, called only when the
+    snippet is not found: the key names the snippet in its stead, so that a process
+    finding it does not generate the source either. The key must tell apart all the
+    sources its generator makes, and the generator must be in RUNTIME_PACKAGES (the
+    fingerprint then changes with the code making the source)."""
+    global _snippets_cache
+    snippets = _snippets.get(group)
+    if snippets is None:
         cache = default_cache()
-        _snippets = (cache.load(_snippets_key(), SNIPPETS) if cache is not None else None) or {}
-    name = blake2b(f"{filename}\0{source}".encode("utf-8", "surrogatepass"),
-                   digest_size=16).digest()
-    code = _snippets.get(name)
+        snippets = _snippets[group] = (cache.load(_snippets_key(group), SNIPPETS)
+                                       if cache is not None else None) or {}
+    named = f"{filename}\0key\0{key}" if key is not None else f"{filename}\0{source}"
+    name = blake2b(named.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    code = snippets.get(name)
     if code is None:
-        code = compile(source, filename, "exec")
-        if len(_snippets) < MAX_SNIPPETS:
-            _snippets[name] = code
+        code = compile(source() if key is not None else source, filename, "exec")
+        if len(snippets) < MAX_SNIPPETS:
+            snippets[name] = code
+            _new_groups.add(group)
             if _snippets_cache is None:
                 _snippets_cache = default_cache()  # (the cache of now: not the one at exit)
                 if _snippets_cache is not None:
@@ -431,15 +519,18 @@ def compile_snippet(source: str, filename: str) -> types.CodeType:
 
 
 def store_snippets() -> None:
-    """Writes this process's snippets if it compiled new ones (the whole file: another
+    """Writes each group this process compiled new snippets of (the whole file: another
     process's last write wins, and what it lacks is compiled and written again)."""
     global _snippets_cache
     cache, _snippets_cache = _snippets_cache, None
-    if cache is not None and _snippets:
-        cache.store(_snippets_key(), _snippets, SNIPPETS)
+    groups = sorted(_new_groups)
+    _new_groups.clear()
+    if cache is not None:
+        for group in groups:
+            cache.store(_snippets_key(group), _snippets[group], SNIPPETS)
 
 
-def _snippets_key() -> bytes:
-    parts = ("snippets", FORMAT_VERSION, MAGIC_NUMBER, sys.implementation.cache_tag,
-             sys.flags.optimize)
+def _snippets_key(group: str = "") -> bytes:
+    parts = ("snippets", group, FORMAT_VERSION, runtime_fingerprint(), MAGIC_NUMBER,
+             sys.implementation.cache_tag, sys.flags.optimize)
     return blake2b(repr(parts).encode(), digest_size=32).digest()

@@ -30,13 +30,10 @@ from vmrt.vm.buffer import (
     metered_buffer_clone,
 )
 from vmrt.vm.list import list_alloc, metered_list_alloc
-from vmrt.vm.module_cache import read_verified
+from vmrt.vm.module_cache import VerifiedModule, read_verified, verify_definition
 from vmrt.vm.ref import check_ref_type, ref_or_null, resolve_type
-from vmrt.vm.source_maps import function_source_map, source_location
-from vmrt.vm.verifier import FEATURE_YIELD, IMPORT_ORDINAL_BIT, verify_module
-
-IMPORT_FLAG_OPTIONAL = 2
-DEPENDENCY_FLAG_OPTIONAL = 2
+from vmrt.vm.source_maps import source_location
+from vmrt.vm.verifier import IMPORT_ORDINAL_BIT
 
 
 @dataclass(frozen=True)
@@ -131,51 +128,48 @@ class BytecodeModule(Module):
     on disk for later processes (vmrt.vm.code_cache).
     """
 
-    def __init__(self, module_def, source: str = "<memory>", verified: list | None = None):
-        """`verified`: what verify_module gives for `module_def` (vmrt.vm.module_cache
-        keeps it), else it is verified here."""
-        self.definition = module_def
+    def __init__(self, read: VerifiedModule, source: str = "<memory>"):
+        """`read`: the module's verified read (vmrt.vm.module_cache). Contexts need only
+        its summary; the definition is made when first asked for (one found in the
+        cache, with its code cached too, runs without it)."""
+        summary = read.summary
+        self._read = read
+        self.summary = summary
         self.source = source
-        self.name = module_def.name
-        self.version = module_def.version
-        self.verified = verified if verified is not None else verify_module(module_def)
-        self.type_defs = [resolve_type(t.full_name, allow_placeholders=True)
-                          for t in module_def.types]
+        self.name = summary.name
+        self.version = summary.version
+        self.verified = read.verified
+        self.type_defs = [resolve_type(name, allow_placeholders=True)
+                          for name in summary.type_names]
         self.function_count = len(self.verified)
-        self._exports = {e.local_name: e.internal_ordinal for e in module_def.exported_functions}
-        self._imports = [
-            ImportDecl(i.full_name,
-                       (i.signature.calling_convention or "") if i.signature is not None else "",
-                       bool(i.flags & IMPORT_FLAG_OPTIONAL))
-            for i in module_def.imported_functions]
-        self._dependencies = [Dependency(d.name, d.minimum_version,
-                                         bool(d.flags & DEPENDENCY_FLAG_OPTIONAL))
-                              for d in module_def.dependencies]
-        self._function_names = self._names()
-        self.generators = self._find_generators()
-        self._code: dict[int, tuple] = {}
+        self._exports = {name: ordinal for name, ordinal, _, _ in summary.exports}
+        self._export_signatures = {name: (cconv, attrs)
+                                   for name, _, cconv, attrs in summary.exports}
+        self._imports = [ImportDecl(*decl) for decl in summary.imports]
+        self._dependencies = [Dependency(*dependency) for dependency in summary.dependencies]
+        self._function_names = summary.function_names
+        self.generators = summary.generators
+        self._code: dict[tuple, code_cache.CompiledFunction] = {}
         self._instructions: dict[int, list] = {}
         self._static_costs: dict[int, int | None] = {}
-        self.rodata = [VMBuffer.wrap_rodata(s.data) for s in module_def.rodata_segments]
+        self.rodata = [VMBuffer.wrap_rodata(data) for data in read.rodata()]
+
+    @functools.cached_property
+    def definition(self):
+        """The module definition (vmrt.format.BytecodeModuleDef)."""
+        return self._read.definition()
 
     # -- Module interface ----------------------------------------------------------------
     def export_names(self) -> list[str]:
         return list(self._exports)
 
     def export_cconv(self, name: str) -> str | None:
-        ordinal = self._exports.get(name)
-        if ordinal is None:
-            return None
-        signature = self.definition.function_signatures[ordinal]
-        return signature.calling_convention if signature is not None else None
+        signature = self._export_signatures.get(name)
+        return signature[0] if signature is not None else None
 
     def export_attrs(self, name: str) -> dict[str, str]:
-        ordinal = self._exports.get(name)
-        if ordinal is None:
-            return {}
-        signature = self.definition.function_signatures[ordinal]
-        return {a.key: a.value for a in (signature.attrs or ()) if a is not None and a.key} \
-            if signature is not None else {}
+        signature = self._export_signatures.get(name)
+        return dict(signature[1]) if signature is not None else {}
 
     def export_ordinal(self, name: str) -> int | None:
         return self._exports.get(name)
@@ -190,19 +184,6 @@ class BytecodeModule(Module):
         return BytecodeModuleInstance(self, context)
 
     # -- functions -------------------------------------------------------------------------
-    def _names(self) -> dict[int, str]:
-        names: dict[int, str] = {}
-        debug = self.definition.debug_database
-        for export in self.definition.exported_functions:
-            names.setdefault(export.internal_ordinal, export.local_name)
-        if debug is not None:
-            for i, source_map in enumerate(debug.functions or ()):
-                if source_map is not None and source_map.local_name and i not in names \
-                        and i < len(self.definition.function_descriptors) \
-                        and function_source_map(self.definition, i) is source_map:
-                    names[i] = source_map.local_name
-        return names
-
     def function_name(self, ordinal: int) -> str:
         return self._function_names.get(ordinal, f"function#{ordinal}")
 
@@ -222,23 +203,6 @@ class BytecodeModule(Module):
         """file:line:col of the instruction at `pc` of function `ordinal`, from the
         debug database, if any."""
         return source_location(self.definition, ordinal, pc)
-
-    def _find_generators(self) -> frozenset[int]:
-        """Functions that can suspend: they yield, call a yieldable import, or
-        (transitively) call such a function. They compile to Python generators."""
-        may_yield = {f.ordinal for f in self.verified if f.may_yield}
-        descriptors = self.definition.function_descriptors
-        for f in self.verified:
-            if descriptors[f.ordinal].requirements & FEATURE_YIELD and f.may_yield:
-                may_yield.add(f.ordinal)
-        changed = True
-        while changed:
-            changed = False
-            for f in self.verified:
-                if f.ordinal not in may_yield and f.callees & may_yield:
-                    may_yield.add(f.ordinal)
-                    changed = True
-        return frozenset(may_yield)
 
     def call_target(self, callee: int) -> codegen.CallTarget:
         if callee & IMPORT_ORDINAL_BIT:
@@ -285,8 +249,9 @@ class BytecodeModule(Module):
         return target
 
     def compiled(self, ordinal: int, options: codegen.CodegenOptions = codegen.CodegenOptions(),
-                 host_entry: bool = False):
-        """(code object, line -> pc map, source) of a function, compiling it on first use.
+                 host_entry: bool = False) -> code_cache.CompiledFunction:
+        """The code object, line -> pc map and source of a function (a CompiledFunction,
+        which unpacks as that triple), compiling it on first use.
 
         `host_entry` (with limits): the variant callers outside generated code use."""
         key = (ordinal, options, host_entry)
@@ -296,22 +261,25 @@ class BytecodeModule(Module):
         return entry
 
     def _cached_or_compiled(self, ordinal: int, options: codegen.CodegenOptions,
-                            host_entry: bool):
+                            host_entry: bool) -> code_cache.CompiledFunction:
         """A function variant from the on-disk cache, or compiled now and stored there."""
         cache = code_cache.default_cache()
         if cache is None:
             return self._compile(ordinal, options, host_entry)
         key = code_cache.entry_key(self.content_digest, ordinal, options, host_entry)
         entry = cache.load(key)
-        if entry is None:
-            entry = self._compile(ordinal, options, host_entry)
-            cache.store(key, entry)
-        return entry
+        if entry is not None:
+            return code_cache.CompiledFunction.from_entry(entry)
+        compiled = self._compile(ordinal, options, host_entry)
+        cache.store(key, compiled.entry())
+        return compiled
 
     @functools.cached_property
     def content_digest(self) -> bytes:
         """A hash of all that the generated code of this module's functions depends on,
         besides the options: the bytecode and what _compile reads of the rest."""
+        if self._read.key is not None:  # the bytes hold it all, but for a name set since
+            return code_cache.content_digest(self._read.key, repr(self.name))
         definition = self.definition
         descriptors = [(d.bytecode_offset, d.bytecode_length, d.requirements)
                        for d in definition.function_descriptors]
@@ -320,7 +288,8 @@ class BytecodeModule(Module):
             self.name, descriptors, signatures, sorted(self._function_names.items()),
             self._imports, sorted(self.generators))))
 
-    def _compile(self, ordinal: int, options: codegen.CodegenOptions, host_entry: bool = False):
+    def _compile(self, ordinal: int, options: codegen.CodegenOptions,
+                 host_entry: bool = False) -> code_cache.CompiledFunction:
         blocks: list[tuple[int, list]] = []
         for d in self.instructions(ordinal):
             if d.instruction.kind == "marker":
@@ -345,17 +314,16 @@ class BytecodeModule(Module):
             module_code = next(c for c in module_code.co_consts if isinstance(c, types.CodeType))
         function_code = next(c for c in module_code.co_consts
                              if isinstance(c, types.CodeType) and c.co_name == generated.entry_name)
-        return function_code, generated.line_pcs, generated.source
+        return code_cache.CompiledFunction(function_code, generated.line_pcs, generated.source)
 
 
 def load_module(source) -> BytecodeModule:
     """Reads and verifies a module from a path, bytes-like object or ModuleDef (bytes
     read and verified before, in any process, come from vmrt.vm.module_cache)."""
     if hasattr(source, "function_descriptors"):
-        return BytecodeModule(source)
-    module_def, verified = read_verified(source)
+        return BytecodeModule(verify_definition(source))
     name = str(source) if isinstance(source, (str, Path)) else "<memory>"
-    return BytecodeModule(module_def, name, verified)
+    return BytecodeModule(read_verified(source), name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,6 +350,27 @@ def run_to_completion(result):
         return stop.value
 
 
+def _ref_checks(type_defs: list) -> dict:
+    """CAST and REF_OR_NULL of generated code: check_ref_type and ref_or_null of the
+    ref type of a type ordinal, with their common case (null, or a ref of exactly
+    that type) in the one frame generated code calls (an initializer storing a
+    model's parameters runs them hundreds of times)."""
+    ref_types = [type_def.ref_type for type_def in type_defs]
+
+    def cast(obj, type_id):
+        ref_type = ref_types[type_id]
+        if obj is None or ref_type is not None and getattr(obj, "ref_type", None) is ref_type:
+            return obj
+        return check_ref_type(ref_type, obj)
+
+    def ref_or_null_of(obj, type_id):
+        ref_type = ref_types[type_id]
+        if obj is None or ref_type is not None and getattr(obj, "ref_type", None) is ref_type:
+            return obj
+        return ref_or_null(ref_type, obj)
+    return {"CAST": cast, "REF_OR_NULL": ref_or_null_of}
+
+
 def _unresolved_import(name: str):
     def call(*args):
         raise VMError(f"optional import '{name}' is not resolved", StatusCode.NOT_FOUND)
@@ -394,12 +383,8 @@ class BytecodeModuleInstance(ModuleInstance):
     def __init__(self, module: BytecodeModule, context):
         self.module = module
         self.context = context
-        definition = module.definition
-        state = definition.module_state
-        rw_size = state.global_bytes_capacity if state is not None else 0
-        ref_count = state.global_ref_count if state is not None else 0
-        self.rwdata = bytearray(rw_size)
-        self.global_refs = [None] * ref_count
+        self.rwdata = bytearray(module.summary.global_bytes)
+        self.global_refs = [None] * module.summary.global_refs
         self.namespace = self._namespace()
         self._code_ids: dict[int, int] = {}  # id(code object) -> ordinal
         self._host_code_ids: set[int] = set()  # ids of host entry variants (limits)
@@ -410,7 +395,7 @@ class BytecodeModuleInstance(ModuleInstance):
 
     def _namespace(self) -> dict:
         module = self.module
-        ns = {name: getattr(numerics, name) for name in dir(numerics) if not name.startswith("_")}
+        ns = {name: value for name, value in vars(numerics).items() if not name.startswith("_")}
         rw = memoryview(self.rwdata)
         size = len(self.rwdata)
         ns.update(
@@ -425,8 +410,7 @@ class BytecodeModuleInstance(ModuleInstance):
         )
         type_defs = module.type_defs
         ns["LIST_ALLOC"] = lambda type_id, capacity: list_alloc(type_defs[type_id], capacity)
-        ns["CAST"] = lambda obj, type_id: check_ref_type(type_defs[type_id].ref_type, obj)
-        ns["REF_OR_NULL"] = lambda obj, type_id: ref_or_null(type_defs[type_id].ref_type, obj)
+        ns.update(_ref_checks(type_defs))
         hook_dispatcher = getattr(self.context, "hook_dispatcher", None)
         if hook_dispatcher is not None:  # ENTER/STEP/UNWIND/LEAVE of instrumented code
             ns.update(hook_dispatcher.bindings(self))
@@ -545,7 +529,7 @@ class BytecodeModuleInstance(ModuleInstance):
     def _bind(self, ordinal: int, host_entry: bool):
         """A variant of function `ordinal` compiled and bound to this context's
         namespace (and, with limits, to its meter's cells)."""
-        code, _, _ = self.module.compiled(ordinal, self.context.codegen_options, host_entry)
+        code = self.module.compiled(ordinal, self.context.codegen_options, host_entry).code
         meter = self._meter()
         closure = tuple(meter.cells[name] for name in code.co_freevars) if meter else None
         self._code_ids[id(code)] = ordinal
@@ -620,7 +604,7 @@ class BytecodeModuleInstance(ModuleInstance):
 
     def pc_for_line(self, ordinal: int, line: int, code=None) -> int | None:
         host_entry = code is not None and id(code) in self._host_code_ids
-        _, line_pcs, _ = self.module.compiled(ordinal, self.context.codegen_options, host_entry)
+        line_pcs = self.module.compiled(ordinal, self.context.codegen_options, host_entry).line_pcs
         if 1 <= line <= len(line_pcs):
             return line_pcs[line - 1]
         return None
