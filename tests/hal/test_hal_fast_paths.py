@@ -210,3 +210,33 @@ def test_a_reached_fence_still_reports_a_later_failure():
         with pytest.raises(HalError) as failure:
             check()
         assert failure.value.code == StatusCode.ABORTED
+
+
+def test_device_id_patterns_are_upstreams_stars_and_question_marks():
+    import fnmatch
+    import random
+    from vmrt.hal.device import match_pattern
+    rng = random.Random(7)
+    for _ in range(3000):  # without classes, fnmatch is the same language
+        value = "".join(rng.choice("ab") for _ in range(rng.randint(0, 7)))
+        pattern = "".join(rng.choice("ab*?") for _ in range(rng.randint(0, 7)))
+        assert match_pattern(value, pattern) == fnmatch.fnmatchcase(value, pattern)
+    device = create_device("local-sync")
+    for key, found in [("local-sync", 1), ("local*", 1), ("local-?ync", 1), ("*", 1),
+                       ("local", 0), ("local-[st]ync", 0), ("*task", 0)]:
+        assert device.query_i64("hal.device.id", key) == found, key
+    assert match_pattern("a[b]", "a[b]") and not match_pattern("ab", "a[b]")
+
+
+def test_recorded_direct_bindings_are_checked_whatever_passed_before():
+    device = create_device("local-sync")
+    good = device.allocator.allocate_buffer(DEVICE_LOCAL, DEFAULT, 4)
+    read_only = device.allocator.import_buffer(bytearray(4), DEVICE_LOCAL, DEFAULT,
+                                               int(MemoryAccess.READ))
+    for _ in range(2):
+        command_buffer = device.create_command_buffer(0, ANY_CATEGORY)
+        command_buffer.begin()
+        command_buffer.fill_buffer((good, 0, 0, 4), b"\x01")
+        with pytest.raises(HalError) as failure:
+            command_buffer.fill_buffer((read_only, 0, 0, 4), b"\x01")
+        assert failure.value.code == StatusCode.PERMISSION_DENIED

@@ -118,7 +118,25 @@ def validate_direct_binding(buffer, compatibility: int, usage: int, access: int,
     """validate_binding of a direct reference when it is recorded. Its binding
     is the buffer from 0 to the reference's end, so only the buffer's own
     properties can fail here (the range is checked when the command runs).
-    Only the heap allocator exists, so its compatibility rule is used directly."""
+    Only the heap allocator exists, so its compatibility rule is used directly.
+    Properties that passed are remembered (a model records hundreds of copies and
+    dispatches of buffers alike), a bounded number, whatever a module records."""
+    key = (buffer.memory_type, buffer.allowed_usage, buffer.allowed_access, compatibility,
+           usage, access, memory_type)
+    if key in _ADMITTED_DIRECT:
+        return
+    _validate_direct_binding(buffer, compatibility, usage, access, memory_type)
+    if len(_ADMITTED_DIRECT) < 256:
+        _ADMITTED_DIRECT.add(key)
+
+
+#: What validate_direct_binding let pass: (buffer memory type, usage, access, then
+#: what the command needs: compatibility, usage, access, memory type).
+_ADMITTED_DIRECT: set[tuple] = set()
+
+
+def _validate_direct_binding(buffer, compatibility: int, usage: int, access: int,
+                             memory_type: int) -> None:
     allowed_usage = buffer.allowed_usage
     if queue_compatibility(buffer.memory_type, allowed_usage & usage) & compatibility != \
             compatibility:

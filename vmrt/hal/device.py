@@ -13,7 +13,6 @@ drivers of upstream's local HAL.
 
 from __future__ import annotations
 
-import fnmatch
 import itertools
 import os
 import threading
@@ -76,7 +75,7 @@ class Device(RefObject):
     def query_i64(self, category: str, key: str) -> int:
         """iree_hal_device_query_i64; NOT_FOUND for keys the device does not know."""
         if category == "hal.device.id":
-            return 1 if fnmatch.fnmatchcase(self.identifier, key) else 0
+            return 1 if match_pattern(self.identifier, key) else 0
         if category == "hal.executable.format":
             return 1 if any(loader.supports(key) for loader in self.loaders) else 0
         if category in ("hal.device", "hal.dispatch") and key == "concurrency":
@@ -253,6 +252,28 @@ def _solo_pool():
     from vmrt.hal.native_loader import NativePool
     _solo_pool = NativePool.solo
     return NativePool.solo()
+
+
+def match_pattern(value: str, pattern: str) -> bool:
+    """iree_string_view_match_pattern: `*` matches any run of characters (none too),
+    `?` any one, every other character itself (no classes: `[` is a character)."""
+    v = p = 0
+    star, resume = -1, 0  # the last `*` seen, and where its match would go on from
+    while v < len(value):
+        if p < len(pattern) and pattern[p] == "*":
+            star, resume = p, v
+            p += 1
+        elif p < len(pattern) and (pattern[p] == "?" or pattern[p] == value[v]):
+            v += 1
+            p += 1
+        elif star >= 0:  # the last `*` takes one more character
+            resume += 1
+            v, p = resume, star + 1
+        else:
+            return False
+    while p < len(pattern) and pattern[p] == "*":
+        p += 1
+    return p == len(pattern)
 
 
 class SyncDevice(Device):
