@@ -1,10 +1,13 @@
-"""Benchmark: the interpreter on eight micro-benchmarks, vmrt beside the reference runtime.
+"""Benchmark: the interpreter on eight micro-benchmarks and a VMVX model, vmrt beside
+the reference runtime.
 
     python benchmarks/vm_bench.py [--quick] [--json] [--repeat N] [--target SECONDS]
                                   [--only NAME[,NAME...]] [--no-reference]
 
-Assembles benchmarks/vm_bench.vmasm with iree-as-module (into a temporary
-directory) and runs each export in vmrt and in iree.runtime in the same run:
+Assembles benchmarks/vm_bench.vmasm with iree-as-module and compiles
+benchmarks/models/tiny.mlir for VMVX with iree-compile (into a temporary
+directory), and runs each export in vmrt and in iree.runtime in the same run
+(VMRT_TIER picks vmrt's tier):
 
     empty_func               one invocation from Python         ns per invocation
     call_internal_func(n)    n rounds of 21 internal calls      ns per call
@@ -18,6 +21,9 @@ directory) and runs each export in vmrt and in iree.runtime in the same run:
                              16 iterations
     buffer_reduce(n)         sum of n i32 buffer elements       ns per element
     buffer_reduce_unrolled(n) the same, unrolled by 8           ns per element
+    vmvx_model               the 4-8-3 MLP of models/tiny.mlir,  ns per call
+                             compiled for VMVX (numpy in and out, local-sync: HAL
+                             calls and two dispatches whose VM code vmrt runs)
 
 The work loops inside the VM, so the cost of entering it from Python is spread
 over many iterations (except for empty_func, which measures exactly that). For
@@ -28,10 +34,11 @@ a mismatch is printed loudly and makes the exit status 1.
 
 With limits (the default; --no-limits skips it) vmrt runs a second time in a
 context with Limits(fuel=10**15, timeout=3600): fuel counted and a deadline
-checked, neither ever reached. The second table gives that overhead as a ratio
-to vmrt without limits (the issue's bar: <= 1.10). Both contexts run the same
-arguments and take turns, measurement by measurement, so that a change in the
-machine's load (a shared machine) weighs on both alike.
+checked, neither ever reached (the model's dispatches spend the same fuel). The
+second table gives that overhead as a ratio to vmrt without limits (the issue's
+bar: <= 1.10). Both contexts run the same arguments and take turns, measurement
+by measurement, so that a change in the machine's load (a shared machine) weighs
+on both alike.
 
 Bars (for vmrt): loop_sum <= 200 ns/iteration, buffer_reduce <= 400 ns/element,
 an import call into Python <= 260 ns per call. A missed bar is reported but
@@ -51,11 +58,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 # Import vmrt from this checkout: with the editable install as set up here, running a
 # script from benchmarks/ can otherwise resolve `vmrt` as an empty namespace package.
 sys.path.insert(0, str(HERE.parent))
 VMASM = HERE / "vm_bench.vmasm"
+MODEL = HERE / "models" / "tiny.mlir"
 MODULE = "vm_bench"
 HOST = "bench_host"
 I32_MAX = (1 << 31) - 1
@@ -71,8 +81,10 @@ class Bench:
     bar_ns: float | None    # vmrt's bar in ns per unit, if the issue sets one
     multiple_of: int = 1    # n is rounded up to a multiple of this
 
-    def expected(self, n: int) -> int | None:
+    def expected(self, n: int):
         """The result the module must return for argument n."""
+        if self.name == "vmvx_model":
+            return model_twin(*model_inputs())
         if self.name == "empty_func":
             return None
         if self.name.startswith("call_"):
@@ -95,7 +107,28 @@ BENCHES = [
     Bench("loop_nested", "iteration", 16, 64, I32_MAX // 16, None),
     Bench("buffer_reduce", "element", 1, 1000, 1 << 22, 400.0),
     Bench("buffer_reduce_unrolled", "element", 1, 1000, 1 << 22, None, multiple_of=8),
+    Bench("vmvx_model", "call", 0, 0, 0, None),
 ]
+
+
+def model_inputs() -> list:
+    """The model's arguments: x (1x4), w1, b1, w2, b2 (fixed seed)."""
+    rng = np.random.default_rng(0)
+    shapes = [(1, 4), (4, 8), (8,), (8, 3), (3,)]
+    return [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+
+
+def model_twin(x, w1, b1, w2, b2):
+    """What models/tiny.mlir computes, in numpy."""
+    return np.maximum(x @ w1 + b1, 0) @ w2 + b2
+
+
+def same_value(got, want) -> bool:
+    """Results agree: exactly, or (arrays) within float32 rounding."""
+    if isinstance(got, np.ndarray) or isinstance(want, np.ndarray):
+        return np.shape(got) == np.shape(want) and bool(
+            np.allclose(got, want, rtol=1e-5, atol=1e-6))
+    return got == want
 
 
 def _wrap_i32(value: int) -> int:
@@ -104,25 +137,38 @@ def _wrap_i32(value: int) -> int:
 
 
 # -- building the module ------------------------------------------------------------------------
-def assemble(outdir: Path) -> bytes:
-    tool = shutil.which("iree-as-module")
+def _tool(name: str, args: list[str], output: Path) -> bytes:
+    """Runs an IREE tool (`args` naming `output`); the bytes it wrote there."""
+    tool = shutil.which(name)
     if tool is None:
-        raise SystemExit("vm_bench: iree-as-module not found on PATH "
+        raise SystemExit(f"vm_bench: {name} not found on PATH "
                          "(pip install iree-base-compiler==3.13.0)")
-    output = outdir / "vm_bench.vmfb"
-    proc = subprocess.run([tool, str(VMASM), f"--output={output}"],
-                          capture_output=True, text=True)
+    proc = subprocess.run([tool, *args], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"vm_bench: iree-as-module failed:\n{proc.stderr}")
+        raise SystemExit(f"vm_bench: {name} failed:\n{proc.stderr}")
     return output.read_bytes()
+
+
+def assemble(outdir: Path) -> bytes:
+    output = outdir / "vm_bench.vmfb"
+    return _tool("iree-as-module", [str(VMASM), f"--output={output}"], output)
+
+
+def compile_model(outdir: Path) -> bytes:
+    """models/tiny.mlir for VMVX on the local device."""
+    output = outdir / "tiny_vmvx.vmfb"
+    return _tool("iree-compile", ["--iree-hal-target-device=local",
+                                  "--iree-hal-local-target-device-backends=vmvx", str(MODEL),
+                                  "-o", str(output)], output)
 
 
 # -- the two runtimes ------------------------------------------------------------------------
 class VmrtRunner:
     label = "vmrt"
 
-    def __init__(self, data: bytes, limits=None):
+    def __init__(self, data: bytes, model: bytes, limits=None):
         import vmrt
+        from vmrt.modules.hal import HalModule
 
         class BenchHost(vmrt.NativeModule, name=HOST, version=0):
             @vmrt.export("0i_i")
@@ -131,8 +177,14 @@ class VmrtRunner:
 
         self.context = vmrt.Context(vmrt.Instance(),
                                     modules=[BenchHost(), vmrt.load_module(data)], limits=limits)
+        self.hal = HalModule(device="local-sync")
+        self.model = vmrt.Context(vmrt.Instance(), modules=[self.hal, vmrt.load_module(model)],
+                                  limits=limits)
 
     def caller(self, name: str, n: int | None):
+        if name == "vmvx_model":
+            fn, inputs = self.model.function("module.predict"), model_inputs()
+            return lambda: fn(*inputs)
         fn = self.context.function(f"{MODULE}.{name}")
         if n is None:
             return fn
@@ -140,12 +192,15 @@ class VmrtRunner:
 
     def close(self) -> None:
         self.context.close()
+        self.model.close()
+        for device in self.hal.devices:
+            device.close()
 
 
 class ReferenceRunner:
     label = "iree"
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, model: bytes):
         import iree.runtime as rt
 
         class HostState:
@@ -162,9 +217,14 @@ class ReferenceRunner:
         self.iface.export("add_1", "0i_i", HostState.add_1)
         self.host = self.iface.create()
         self.context = rt.VmContext(self.instance, modules=[self.host, self.module])
+        self.model = rt.SystemContext(config=rt.Config("local-sync"))
+        self.model.add_vm_module(rt.VmModule.copy_buffer(self.model.instance, model))
 
     def caller(self, name: str, n: int | None):
         rt = self.rt
+        if name == "vmvx_model":
+            fn, inputs = self.model.modules.module["predict"], model_inputs()
+            return lambda: fn(*inputs).to_host()
         fn = self.module.lookup_function(name)
         if fn is None:
             raise LookupError(f"reference module has no function {name}")
@@ -183,15 +243,16 @@ class ReferenceRunner:
         # Drop every reference (the native module's interface holds its ctor) so
         # that nanobind does not report leaks at exit.
         self.context = self.host = self.iface = self.module = self.instance = None
+        self.model = None
         gc.collect()
 
 
-def load_reference(data: bytes):
+def load_reference(data: bytes, model: bytes):
     try:
         import iree.runtime  # noqa: F401
     except ImportError:
         return None
-    return ReferenceRunner(data)
+    return ReferenceRunner(data, model)
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -255,7 +316,7 @@ def measure(runners: list, bench: Bench, target: float, repeat: int) -> list[Mea
 
 def check_value(bench: Bench, n: int, value, label: str) -> str | None:
     expected = bench.expected(n)
-    if value != expected:
+    if not same_value(value, expected):
         return f"{label} {bench.name}({n if bench.per_unit else ''}) returned {value!r}, " \
                f"expected {expected!r}"
     return None
@@ -272,7 +333,7 @@ def cross_check(vm, ref, bench: Bench) -> list[str]:
             problems.append(problem)
         if ref is not None:
             want = ref.caller(bench.name, n)()
-            if got != want:
+            if not same_value(got, want):
                 problems.append(f"{bench.name}({'' if n is None else n}): vmrt returned "
                                 f"{got!r}, iree.runtime returned {want!r}")
     return problems
@@ -350,7 +411,7 @@ def measure_row(bench: Bench, vm, limited, ref, target: float, repeat: int):
     if ref is not None:
         theirs, = measure([ref], bench, target, repeat)
         checked.append((theirs, "iree.runtime"))
-        if theirs.result != mine.result and theirs.n == mine.n:
+        if not same_value(theirs.result, mine.result) and theirs.n == mine.n:
             problems.append(f"{bench.name}({mine.n}): vmrt returned {mine.result!r}, "
                             f"iree.runtime returned {theirs.result!r}")
     problems += [problem for measured, label in checked if measured is not None
@@ -402,15 +463,15 @@ def report(args, rows: list[dict], problems: list[str], limits: bool) -> int:
 def main(argv=None) -> int:
     args = parse_arguments(argv)
     with tempfile.TemporaryDirectory(prefix="vmrt-vm-bench-") as tmp:
-        data = assemble(Path(tmp))
+        data, model = assemble(Path(tmp)), compile_model(Path(tmp))
 
-    vm = VmrtRunner(data)
+    vm = VmrtRunner(data, model)
     limited = None
     if not args.no_limits:
         from vmrt.vm.limits import Limits
-        limited = VmrtRunner(data, Limits(fuel=10**15, timeout=3600.0))
+        limited = VmrtRunner(data, model, Limits(fuel=10**15, timeout=3600.0))
         limited.label = "vmrt+limits"
-    ref = None if args.no_reference else load_reference(data)
+    ref = None if args.no_reference else load_reference(data, model)
     if ref is None and not args.no_reference:
         print("vm_bench: iree.runtime is not importable; vmrt figures only",
               file=sys.stderr if args.json else sys.stdout)

@@ -1,11 +1,16 @@
 """Loops under limits run in batches of iterations paid in advance (vmrt.vm.codegen,
 Loop): self-loops, simple cycles of blocks (the test and the body of an ordinary
-loop), inner loops of nested ones. Batches change nothing a host can see: fuel runs
-out at the very block, with the same error, globals and fuel left, as when every
-block pays for itself; a failing block leaves the same fuel; REFILL (where deadlines
-and cancellation are checked) is asked as often; and the C tier agrees."""
+loop), nested loops (each level batched, an inner loop keeping its batch from one
+run to the next). Batches change nothing a host can see: fuel runs out at the very
+block, with the same error, globals and fuel left, as when every block pays for
+itself; a failing block leaves the same fuel; REFILL (where deadlines and
+cancellation are checked) is asked as often; a call stopped by its deadline or a
+cancel has spent exactly the fuel that runs out at the same point; and the C tier
+agrees."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 
@@ -109,6 +114,133 @@ vm.func @self_loop(%i0: i32) -> (i32) {
   vm.return %i1
 }
 
+// Three levels: %i0 rounds of %i1 rounds of an inner loop of %i2 iterations.
+vm.export @deep_nest
+vm.func @deep_nest(%i0: i32, %i1: i32, %i2: i32) -> (i32) {
+^bb0:
+  %i3 = vm.const.i32.zero
+  %i6 = vm.const.i32.zero
+  %i7 = vm.const.i32 1
+  vm.br ^bb1()
+^bb1:
+  %i4 = vm.const.i32.zero
+  %i8 = vm.cmp.lt.i32.s %i3, %i0
+  vm.cond_br %i8, ^bb2(), ^bb7()
+^bb2:
+  %i5 = vm.const.i32.zero
+  %i9 = vm.cmp.lt.i32.s %i4, %i1
+  vm.cond_br %i9, ^bb3(), ^bb6()
+^bb3:
+  %i10 = vm.cmp.lt.i32.s %i5, %i2
+  vm.cond_br %i10, ^bb4(), ^bb5()
+^bb4:
+  %i5 = vm.add.i32 %i5, %i7
+  %i6 = vm.add.i32 %i6, %i7
+  vm.global.store.i32 %i6, @steps
+  vm.br ^bb3()
+^bb5:
+  %i4 = vm.add.i32 %i4, %i7
+  vm.br ^bb2()
+^bb6:
+  %i3 = vm.add.i32 %i3, %i7
+  vm.br ^bb1()
+^bb7:
+  vm.return %i6
+}
+
+// %i0 rounds of an inner loop of %i1 iterations, whose body returns at once when
+// the total reaches %i2 (leaving both loops).
+vm.export @leaves_from_inner
+vm.func @leaves_from_inner(%i0: i32, %i1: i32, %i2: i32) -> (i32) {
+^bb0:
+  %i3 = vm.const.i32.zero
+  %i6 = vm.const.i32.zero
+  %i7 = vm.const.i32 1
+  vm.br ^bb1()
+^bb1:
+  %i5 = vm.const.i32.zero
+  %i8 = vm.cmp.lt.i32.s %i3, %i0
+  vm.cond_br %i8, ^bb2(), ^bb5()
+^bb2:
+  %i9 = vm.cmp.lt.i32.s %i5, %i1
+  vm.cond_br %i9, ^bb3(), ^bb4()
+^bb3:
+  %i5 = vm.add.i32 %i5, %i7
+  %i6 = vm.add.i32 %i6, %i7
+  vm.global.store.i32 %i6, @steps
+  %i10 = vm.cmp.lt.i32.s %i6, %i2
+  vm.cond_br %i10, ^bb2(), ^bb5()
+^bb4:
+  %i3 = vm.add.i32 %i3, %i7
+  vm.br ^bb1()
+^bb5:
+  vm.return %i6
+}
+
+// %i0 rounds of two inner loops one after the other (%i1 and %i2 iterations).
+vm.export @two_inner
+vm.func @two_inner(%i0: i32, %i1: i32, %i2: i32) -> (i32) {
+^bb0:
+  %i3 = vm.const.i32.zero
+  %i6 = vm.const.i32.zero
+  %i7 = vm.const.i32 1
+  vm.br ^bb1()
+^bb1:
+  %i4 = vm.const.i32.zero
+  %i5 = vm.const.i32.zero
+  %i8 = vm.cmp.lt.i32.s %i3, %i0
+  vm.cond_br %i8, ^bb2(), ^bb7()
+^bb2:
+  %i9 = vm.cmp.lt.i32.s %i4, %i1
+  vm.cond_br %i9, ^bb3(), ^bb4()
+^bb3:
+  %i4 = vm.add.i32 %i4, %i7
+  %i6 = vm.add.i32 %i6, %i7
+  vm.br ^bb2()
+^bb4:
+  %i10 = vm.cmp.lt.i32.s %i5, %i2
+  vm.cond_br %i10, ^bb5(), ^bb6()
+^bb5:
+  %i5 = vm.add.i32 %i5, %i7
+  %i6 = vm.add.i32 %i6, %i7
+  vm.global.store.i32 %i6, @steps
+  vm.br ^bb4()
+^bb6:
+  %i3 = vm.add.i32 %i3, %i7
+  vm.br ^bb1()
+^bb7:
+  vm.return %i6
+}
+
+// %i0 rounds of an inner loop of %i1 iterations, then a call of a function that
+// charges its own blocks (three_blocks, %i1 iterations).
+vm.export @calls_between
+vm.func @calls_between(%i0: i32, %i1: i32) -> (i32) {
+^bb0:
+  %i3 = vm.const.i32.zero
+  %i6 = vm.const.i32.zero
+  %i7 = vm.const.i32 1
+  vm.br ^bb1()
+^bb1:
+  %i5 = vm.const.i32.zero
+  %i8 = vm.cmp.lt.i32.s %i3, %i0
+  vm.cond_br %i8, ^bb2(), ^bb5()
+^bb2:
+  %i9 = vm.cmp.lt.i32.s %i5, %i1
+  vm.cond_br %i9, ^bb3(), ^bb4()
+^bb3:
+  %i5 = vm.add.i32 %i5, %i7
+  %i6 = vm.add.i32 %i6, %i7
+  vm.br ^bb2()
+^bb4:
+  %i11 = vm.call @three_blocks(%i1)
+  %i6 = vm.add.i32 %i6, %i11
+  %i3 = vm.add.i32 %i3, %i7
+  vm.br ^bb1()
+^bb5:
+  vm.return %i6
+}
+
 // Divides by %i0 - i in the middle block of a three-block loop: iteration %i0
 // fails there (integer division by zero).
 vm.export @fails_midway
@@ -135,9 +267,12 @@ vm.func @fails_midway(%i0: i32) -> (i32) {
 
 #: (export, arguments) run under each fuel budget below.
 CALLS = [("two_blocks", (40,)), ("three_blocks", (40,)), ("nested", (6, 7)),
-         ("self_loop", (40,)), ("fails_midway", (30,))]
+         ("self_loop", (40,)), ("deep_nest", (2, 3, 4)), ("leaves_from_inner", (5, 6, 17)),
+         ("two_inner", (3, 4, 5)), ("calls_between", (3, 5)), ("fails_midway", (30,))]
 LONG_CALLS = [("two_blocks", (700,)), ("three_blocks", (600,)), ("nested", (90, 20)),
-              ("self_loop", (900,)), ("fails_midway", (300,))]
+              ("self_loop", (900,)), ("deep_nest", (7, 9, 11)),
+              ("leaves_from_inner", (40, 30, 1000)), ("two_inner", (30, 20, 25)),
+              ("calls_between", (20, 30)), ("fails_midway", (300,))]
 
 
 @pytest.fixture(scope="module")
@@ -225,6 +360,29 @@ def test_refill_is_asked_as_often_as_when_each_block_pays(program, unbatched, mo
     assert len(batched) > 20
     unbatched()
     assert refills() == batched
+
+
+@pytest.mark.parametrize("stop", ["deadline", "cancel"])
+def test_a_nested_loop_stopped_early_spent_exactly_what_runs_out_there(program, stop):
+    """Stopped at a refill by its deadline or a cancel, a call of nested loops gives
+    back what their batches held: a budget of exactly the fuel it spent runs out at
+    the very block it stopped at, with as many inner iterations run."""
+    ctx = vmrt.Context(modules=[vmrt.load_module(program)],
+                       limits=Limits(fuel=10**12, timeout=0.05 if stop == "deadline" else None))
+    canceller = threading.Timer(0.05, ctx.cancel)
+    if stop == "cancel":
+        canceller.start()
+    with pytest.raises(VMError) as info:
+        ctx.function("loops.deep_nest")(10**6, 1000, 20)  # (endless at this pace)
+    canceller.join() if stop == "cancel" else None
+    assert type(info.value).__name__ == {"deadline": "DeadlineExceeded",
+                                         "cancel": "Cancelled"}[stop]
+    spent = 10**12 - ctx.fuel_remaining
+    ctx.clear_cancel()
+    steps = ctx.function("loops.steps")()
+    assert steps > 1000
+    (_, error, _, stack), again, _ = run(program, "deep_nest", (10**6, 1000, 20), fuel=spent)
+    assert (error, stack, again) == ("FuelExhausted", info.value.stack, steps)
 
 
 def test_c_tier_stops_at_the_same_point(program, monkeypatch):

@@ -17,9 +17,9 @@ Work a call starts outside generated code runs under the same limits:
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import gc
+import itertools
 import math
 import numbers
 import operator
@@ -37,30 +37,41 @@ from vmrt.errors import (Cancelled, DeadlineExceeded, DepthExceeded, FuelExhaust
 #: (yieldable calls) would overflow the C stack, which crashes the process.
 MAX_SUPPORTED_DEPTH = 10_000
 
-#: Key of a call's deadline in the frame locals of its outermost VM frame (and of
-#: frames that looked it up since): each call, on whatever thread, has its own.
+#: Key of a call's deadline (a _CallDeadline) in the frame locals of its outermost VM
+#: frame: each call, on whatever thread, has its own.
 _DEADLINE_TAG = "\0vmrt call deadline"
 
 
+class _CallDeadline:
+    """A call's deadline, in the locals of its outermost VM frame: it lives as long as
+    that frame, so a weak reference to it tells whether a frame found at the same
+    address later is still that call's (Meter.call_deadline)."""
+
+    __slots__ = ("deadline", "__weakref__")
+
+    def __init__(self, deadline: float):
+        self.deadline = deadline
+
+
 if sys.version_info >= (3, 13):  # f_locals: a write-through proxy (PEP 667)
-    def _frame_deadline(frame, deadline: float | None = None) -> float | None:
-        """The call deadline tagged on `frame` (tagging it first when given)."""
-        if deadline is not None:
-            frame.f_locals[_DEADLINE_TAG] = deadline
-            return deadline
-        return frame.f_locals.get(_DEADLINE_TAG)
+    def _frame_deadline(frame, timeout: float) -> _CallDeadline:
+        """The call deadline kept on `frame` (now + `timeout`, kept there first if none)."""
+        found = frame.f_locals.get(_DEADLINE_TAG)
+        if found is None:
+            found = frame.f_locals[_DEADLINE_TAG] = _CallDeadline(time.monotonic() + timeout)
+        return found
 else:
-    def _frame_deadline(frame, deadline: float | None = None) -> float | None:
-        """The call deadline tagged on `frame` (tagging it first when given). f_locals
-        is a snapshot dict kept on the frame: only the tag stays in it, so no register
-        value outlives its register because a refill looked."""
+    def _frame_deadline(frame, timeout: float) -> _CallDeadline:
+        """The call deadline kept on `frame` (now + `timeout`, kept there first if none).
+        f_locals is a snapshot dict kept on the frame: only the tag stays in it, so no
+        register value outlives its register because a refill looked."""
         snapshot = frame.f_locals
-        if deadline is None:
-            deadline = snapshot.get(_DEADLINE_TAG)
+        found = snapshot.get(_DEADLINE_TAG)
         snapshot.clear()
-        if deadline is not None:
-            snapshot[_DEADLINE_TAG] = deadline
-        return deadline
+        if found is None:
+            found = _CallDeadline(time.monotonic() + timeout)
+        snapshot[_DEADLINE_TAG] = found
+        return found
 
 
 def _raise(error: VMError | None) -> None:
@@ -147,36 +158,40 @@ class Limits:
                           f"{MAX_SUPPORTED_DEPTH}", StatusCode.INVALID_ARGUMENT)
 
 
-_ENTRY_MAKERS: dict[tuple[int, bool], types.CodeType] = {}
+_ENTRY_MAKERS: dict[int, types.CodeType] = {}
 
 
-def _entry_maker(arity: int, static: bool) -> types.CodeType:
-    """Code of make(fn) -> an entry taking `arity` arguments (with `static`, of a
-    straight-line function, costing STATIC_COST), with FUEL, CUR and WATCH free: bound
-    to a context's cells, the entry uses them as directly as generated code does (no
-    *args: an entry costs ~0.15 us, not ~0.5)."""
-    code = _ENTRY_MAKERS.get((arity, static))
+def _entry_maker(arity: int) -> types.CodeType:
+    """Code of make(fn) -> an entry taking `arity` arguments into `fn`, a generated
+    generator function (a function that may yield), with FUEL, CUR and WATCH free:
+    bound to a context's cells, the entry uses them as directly as generated code does
+    (no *args: an entry costs ~0.15 us, not ~0.5). CUR goes back to the caller's when
+    the generator ends, not when it is made: its import call sites move CUR as it runs
+    (else the next outermost call would start deeper, and skip BEGIN_CALL)."""
+    code = _ENTRY_MAKERS.get(arity)
     if code is None:
         from vmrt.vm.codegen import host_prologue
 
         params = ", ".join(f"a{i}" for i in range(arity))
-        prologue = host_prologue("STATIC_COST" if static else None, True)
+        prologue = host_prologue(None, True)
         source = f"""
 def scope():
     FUEL = CUR = WATCH = None
     def make(fn):
-        def call({params}):
-            nonlocal FUEL, CUR
-            {prologue.replace(chr(10), chr(10) + ' ' * 12)}
+        def restoring(generator, base):
+            nonlocal CUR
             try:
-                return fn({params}{', ' if arity else ''}base + 1)
+                return (yield from generator)
             finally:
                 CUR = base
+        def call({params}):
+            {prologue.replace(chr(10), chr(10) + ' ' * 12)}
+            return restoring(fn({params}{', ' if arity else ''}base + 1), base)
         return call
 """
         scope = compile(source, "<vmrt limits entry>", "exec").co_consts[0]
-        code = _ENTRY_MAKERS[(arity, static)] = next(c for c in scope.co_consts
-                                                     if isinstance(c, types.CodeType))
+        code = _ENTRY_MAKERS[arity] = next(c for c in scope.co_consts
+                                           if isinstance(c, types.CodeType))
     return code
 
 
@@ -207,6 +222,34 @@ class MemoryHold:
     __del__ = release
 
 
+#: An exhausted ticket iterator: a TICKETS_<k> cell with nothing lent.
+NO_TICKETS = iter(())
+
+
+class _ThreadHolders(threading.local):
+    """A thread's fuel holders (Meter.add_fuel_holder); none until it adds one."""
+
+    holders: tuple = ()
+
+
+class _Cells(dict):
+    """The cells a meter's generated code and entries share, by name: FUEL, CUR,
+    WATCH (an outermost call must BEGIN_CALL), STOP (the same for a call into C: it
+    is not trimmed), and TICKETS_<k> (Meter.ticket_cell), made when first asked for."""
+
+    def __init__(self, meter: "Meter"):
+        super().__init__(FUEL=types.CellType(0), CUR=types.CellType(0),
+                         WATCH=types.CellType(False), STOP=types.CellType(False))
+        self._meter = meter
+
+    def __missing__(self, name: str) -> types.CellType:
+        prefix, _, cost = name.partition("_")
+        if prefix != "TICKETS" or not cost.isdigit():
+            raise KeyError(name)
+        cell = self[name] = self._meter.ticket_cell(int(cost))
+        return cell
+
+
 class CallGuard:
     """The limits of one VM call, carried to the HAL work it starts: the context's
     cancellation and absolute deadline, the call's own deadline, and through
@@ -234,16 +277,22 @@ def current_guard() -> CallGuard | None:
     return _GUARD.get()
 
 
-@contextlib.contextmanager
-def guarded(meter: "Meter"):
-    """Runs the block under the current call's CallGuard (see Meter.guard)."""
-    guard = meter.guard()
-    guard.check()  # (a check point: a call doing HAL work stops here once it must)
-    token = _GUARD.set(guard)
-    try:
-        yield
-    finally:
-        _GUARD.reset(token)
+class guarded:  # noqa: N801 (used as a function: `with guarded(meter):`)
+    """Runs a `with` block under the current call's CallGuard (see Meter.guard). A
+    class: HAL calls enter one each, and a generator's context manager costs ~1 us."""
+
+    __slots__ = ("meter", "token")
+
+    def __init__(self, meter: "Meter"):
+        self.meter = meter
+
+    def __enter__(self) -> None:
+        guard = self.meter.guard(sys._getframe(1))
+        guard.check()  # (a check point: a call doing HAL work stops here once it must)
+        self.token = _GUARD.set(guard)
+
+    def __exit__(self, *error) -> None:
+        _GUARD.reset(self.token)
 
 
 class Meter:
@@ -260,12 +309,22 @@ class Meter:
 
     A call's deadline is kept in the frame locals of its outermost VM frame
     (found from the refill, on the calling thread), so each call has its own,
-    whatever thread makes it; generated code needs nothing at entry for it.
+    whatever thread makes it; generated code needs nothing at entry for it
+    (call_deadline).
 
-    Fuel holders (the C tier's contexts, one a thread: add_fuel_holder) keep some
-    fuel between calls, which straight-line calls into C pay from without a Python
-    operation (pay_holder lends it); it counts as remaining, and a refill on the
-    holder's thread takes it back first, so fuel runs out where it would without.
+    Straight-line functions called from outside generated code (the host, a native
+    module re-entering the context) pay from fuel lent ahead, counted as remaining
+    and taken back by a refill first, so fuel runs out where it would without:
+    - in the Python tier, tickets: the cell TICKETS_<k> holds an iterator of tickets
+      worth k fuel each (`pay` lends them), which an entry takes one of (`next`: no
+      int made, no WATCH to read). None are lent while the context is cancelled or
+      has an absolute deadline (each outermost call must then check), and setting
+      either takes them back, on whatever thread;
+    - in C, fuel holders (the C tier's contexts, one a thread: add_fuel_holder) keep
+      fuel that calls pay from without a Python operation (pay_holder lends it); a
+      refill on the holder's thread takes it back. The entries check STOP first.
+    Neither needs the timeout trim (begin_call): a straight-line call reaches no
+    check point before it ends.
 
     Memory held only by reference cycles (vm.lists holding each other) is
     collected before a charge is refused, after a failed call and when
@@ -279,16 +338,18 @@ class Meter:
     #: Fuel an outermost call starts with at most, with a timeout: its first check
     #: point (where its timeout starts) comes soon even if its imports are slow.
     FIRST_SLICE = 1024
-    #: Fuel a holder is lent at once: pay_holder runs once per that many
-    #: instructions of straight-line calls into C.
+    #: Fuel lent at once in tickets of one cost: `pay` runs once per that many
+    #: instructions of straight-line calls from outside generated code.
     HELD_FUEL = 4096
 
     def __init__(self, limits: Limits, default_max_depth: int):
         self.limits = limits
         # Shared by the context's generated code (vmrt.vm.codegen) and entries.
-        self.cells = {"FUEL": types.CellType(0), "CUR": types.CellType(0),
-                      "WATCH": types.CellType(False)}
+        self.cells = _Cells(self)
         self.fuel_cell, self._watch_cell = self.cells["FUEL"], self.cells["WATCH"]
+        self._cur_cell, self._stop_cell = self.cells["CUR"], self.cells["STOP"]
+        self._last_call = threading.local()  # .frame: see call_deadline
+        self._tickets: dict[int, types.CellType] = {}  # cost -> TICKETS_<cost> (see pay)
         self.reserve = limits.fuel
         self.max_depth = min(limits.max_depth if limits.max_depth is not None
                              else default_max_depth, MAX_SUPPORTED_DEPTH)
@@ -302,19 +363,26 @@ class Meter:
         self._cancelled = False
         self._watch()
         self._slice = self.MIN_SLICE
+        self._trimmed = 0  # the slice begin_call last trimmed from (see _next_slice)
         self._last_refill = time.monotonic()
         self._fuel_lock = threading.Lock()    # dispatch workers take fuel from other threads
         self._memory_lock = threading.Lock()  # buffers may be freed on another thread
         self._containers = 0      # live metered vm.lists that can hold refs (can form cycles)
         self._collected_at = 0    # memory_in_use at or below which nothing needs collecting
-        self._holders = weakref.WeakSet()         # fuel holders (all threads')
-        self._thread_holders = threading.local()  # .list: this thread's
+        self._holders = weakref.WeakSet()       # fuel holders (all threads')
+        self._thread_holders = _ThreadHolders()  # .holders: this thread's
 
     # -- fuel, deadline, cancellation ---------------------------------------------------------
+    def _stopping(self) -> bool:
+        """Cancelled or an absolute deadline: each outermost call checks at entry."""
+        return self._cancelled or self._deadline is not None
+
     def _watch(self) -> None:
-        # Cancelled or an absolute deadline: each outermost call checks at entry (refill
-        # also raises WATCH to trim a large slice: see begin_call).
-        self._watch_cell.cell_contents = bool(self._cancelled or self._deadline is not None)
+        # (refill also raises WATCH, to trim a large slice: see begin_call)
+        stopping = self._stopping()
+        if stopping:
+            self._take_back_held()  # (a ticket would skip the check)
+        self._watch_cell.cell_contents = self._stop_cell.cell_contents = stopping
 
     @property
     def cancelled(self) -> bool:
@@ -342,8 +410,10 @@ class Meter:
         """Fuel left (exact between calls; during one, batched loops hold some)."""
         if self.reserve is None:
             return None
+        held = sum(operator.length_hint(cell.cell_contents) * cost
+                   for cost, cell in list(self._tickets.items()))
         with self._fuel_lock:
-            held = sum(holder.fuel for holder in self._holders)
+            held += sum(holder.fuel for holder in self._holders)
         return self.reserve + self.fuel_cell.cell_contents + held
 
     def refuel(self, amount: int) -> None:
@@ -383,13 +453,36 @@ class Meter:
         if self.fuel_cell.cell_contents < 0:
             self.refill(cost)
 
-    # -- fuel holders (see the class docstring) ------------------------------------------------
+    # -- fuel lent to entries (see the class docstring) -----------------------------------------
+    def ticket_cell(self, cost: int) -> types.CellType:
+        """The cell TICKETS_<cost> of the straight-line entries of that cost."""
+        cell = self._tickets.get(cost)
+        if cell is None:
+            with self._fuel_lock:
+                cell = self._tickets.setdefault(cost, types.CellType(NO_TICKETS))
+        return cell
+
+    def pay(self, cost: int) -> None:
+        """A straight-line entry of `cost` instructions found no ticket: an outermost
+        call is refused if the context is cancelled or late; the call is charged as
+        generated code charges (REFILL when short: it may stop there); and, unless
+        each outermost call must check, up to HELD_FUEL more is lent in tickets."""
+        if self._stopping() and not self._cur_cell.cell_contents:
+            _raise(self.interruption_at(None))
+        self.charge(cost)
+        if self._stopping():
+            return
+        cell = self.ticket_cell(cost)
+        self._take_back(cost, cell)  # (another thread's loan, if any, first)
+        count = self._lend(cost) // cost
+        if count:
+            cell.cell_contents = itertools.repeat(True, count)
+            if self._stopping():  # (cancelled meanwhile, from another thread)
+                self._take_back(cost, cell)
+
     def add_fuel_holder(self, holder) -> None:
         """`holder` (with a `fuel` attribute) may keep fuel on this thread from now on."""
-        holders = getattr(self._thread_holders, "list", None)
-        if holders is None:
-            holders = self._thread_holders.list = []
-        holders.append(holder)
+        self._thread_holders.holders = (*self._thread_holders.holders, holder)
         with self._fuel_lock:
             self._holders.add(holder)
 
@@ -399,10 +492,7 @@ class Meter:
         (REFILL when short: the call may stop there), and up to HELD_FUEL more is lent."""
         self._take_back_held()
         self.charge(cost)
-        cell = self.fuel_cell
-        lent = min(cell.cell_contents, self.HELD_FUEL)
-        cell.cell_contents -= lent
-        holder.fuel = lent
+        holder.fuel = self._lend(1)
 
     def release_fuel_holder(self, holder) -> None:
         """`holder` goes away (its thread did; any thread may say so): what it held
@@ -410,22 +500,41 @@ class Meter:
         held, holder.fuel = holder.fuel, 0
         self._return_fuel(held)
 
+    def _lend(self, cost: int) -> int:
+        """Up to HELD_FUEL of FUEL, a multiple of `cost`, taken out to lend."""
+        cell = self.fuel_cell
+        lent = min(cell.cell_contents, self.HELD_FUEL) // cost * cost
+        cell.cell_contents -= lent
+        return lent
+
+    def _take_back(self, cost: int, cell: types.CellType) -> None:
+        # (one statement: CPython switches threads at calls and backward jumps only,
+        # so no entry takes a ticket between the swap and the count)
+        tickets, cell.cell_contents = cell.cell_contents, NO_TICKETS
+        left = operator.length_hint(tickets)
+        if left:
+            self.fuel_cell.cell_contents += left * cost
+
     def _take_back_held(self) -> None:
-        """What this thread's holders keep, back into FUEL (on their thread, none of
-        them is in a call that spends it: see CCall.refill)."""
-        for holder in getattr(self._thread_holders, "list", ()):
+        """Every ticket lent, and what this thread's holders keep, back into FUEL (on
+        their thread, no holder is in a call that spends it: see CCall.refill)."""
+        for cost, cell in list(self._tickets.items()):
+            self._take_back(cost, cell)
+        for holder in self._thread_holders.holders:
             held = holder.fuel
             if held:
                 holder.fuel = 0
                 self.fuel_cell.cell_contents += held
 
     def _next_slice(self, max_slice: int) -> int:
-        """About SLICE_SECONDS of work at the pace of the last slice (at most twice it)."""
+        """About SLICE_SECONDS of work at the pace of the last slice (at most twice it,
+        or the size begin_call trimmed the slice from)."""
         now = time.monotonic()
         elapsed, self._last_refill = now - self._last_refill, now
         last = self._slice
         wanted = last * 2 if elapsed <= 0 else int(last * self.SLICE_SECONDS / elapsed)
-        self._slice = max(self.MIN_SLICE, min(max_slice, wanted, last * 2))
+        grown, self._trimmed = max(last * 2, self._trimmed), 0
+        self._slice = max(self.MIN_SLICE, min(max_slice, wanted, grown))
         return self._slice
 
     def _take_fuel(self, wanted: int) -> int:
@@ -477,60 +586,71 @@ class Meter:
 
     def call_deadline(self, frame) -> float | None:
         """The timeout deadline of the call `frame` runs in (None without a timeout or
-        outside any call of this context). The first lookup of a call stores it in
-        the locals of its outermost VM frame: the timeout runs from there (see
-        Limits.timeout); the frame asking keeps a copy, so a loop finds it at once."""
+        outside any call of this context). The first lookup of a call keeps it in the
+        locals of its outermost VM frame: the timeout runs from there (see
+        Limits.timeout). This thread remembers that frame (by address, and a weak
+        reference to the deadline kept there), so later lookups of the call stop
+        there, reading no frame's locals."""
         if self.timeout is None:
             return None
-        asking = outermost = None
+        known = getattr(self._last_call, "frame", None)  # (id(frame), weakref to its deadline)
+        outermost = None
         while frame is not None:
             if frame.f_globals.get("METER") is self:
-                deadline = _frame_deadline(frame)
-                if deadline is not None:
-                    if asking is not None:
-                        _frame_deadline(asking, deadline)
-                    return deadline
-                asking = asking or frame
+                if known is not None and id(frame) == known[0]:
+                    found = known[1]()
+                    if found is not None:
+                        return found.deadline
                 outermost = frame
             frame = frame.f_back
         if outermost is None:
             return None
-        deadline = _frame_deadline(outermost, time.monotonic() + self.timeout)
-        if asking is not outermost:
-            _frame_deadline(asking, deadline)
-        return deadline
+        found = _frame_deadline(outermost, self.timeout)
+        self._last_call.frame = (id(outermost), weakref.ref(found))
+        return found.deadline
 
     def begin_call(self) -> None:
         """An outermost call starts while WATCH is set: in a cancelled context or one
         with an absolute deadline it is refused at once if cancelled or late; with a
         timeout it starts with at most FIRST_SLICE of the slice (the rest goes back)."""
-        if self._cancelled or self._deadline is not None:
-            _raise(self.interruption_at(None))
+        self.begin_native_call()
         cell = self.fuel_cell
         excess = cell.cell_contents - self.FIRST_SLICE
         if excess > 0:
             cell.cell_contents -= excess
             self._return_fuel(excess)
             # The next refill measures the pace of this call's first FIRST_SLICE.
+            self._trimmed = max(self._trimmed, self._slice)
             self._slice, self._last_refill = self.FIRST_SLICE, time.monotonic()
         self._watch()
 
-    def guard(self) -> CallGuard:
-        """The CallGuard of the call running on this thread (from its VM frames)."""
-        return CallGuard(self, self.call_deadline(sys._getframe(1)))
+    def begin_native_call(self) -> None:
+        """An outermost call into C starts while STOP is set: refused at once if the
+        context is cancelled or late. (C makes no imports: its first check point
+        comes within a slice, ~SLICE_SECONDS of its work, untrimmed.)"""
+        if self._stopping():
+            _raise(self.interruption_at(None))
+
+    def guard(self, frame=None) -> CallGuard:
+        """The CallGuard of the call running on this thread (from its VM frames, found
+        from `frame` on: the caller's by default)."""
+        return CallGuard(self, self.call_deadline(frame or sys._getframe(1)))
 
     # -- depth ---------------------------------------------------------------------------------------
     def depth_exceeded(self, depth: int) -> None:
         raise DepthExceeded(f"VM call stack depth {depth} exceeds the limit of {self.max_depth}")
 
-    def entry(self, fn, static_cost: int | None):
-        """`fn` (a generated function taking its depth last) callable from outside
-        generated code: by the host, by another module's import, by a native
-        module re-entering the context (which continues from the depth of the
-        import call site in the cell CUR)."""
-        code = _entry_maker(fn.__code__.co_argcount - 1, bool(static_cost))
-        namespace = {"METER": self, "STATIC_COST": static_cost, "BEGIN_CALL": self.begin_call,
-                     "REFILL": self.refill}
+    def entry(self, fn, static_cost: int | None = None):
+        """`fn` (a generated generator function taking its depth last: one that may
+        yield, never straight-line) callable from outside generated code: by the host,
+        by another module's import, by a native module re-entering the context (which
+        continues from the depth of the import call site in the cell CUR). Other
+        functions have host entries of their own (vmrt.vm.codegen, host_prologue)."""
+        if static_cost:
+            raise VMError("a straight-line function needs its own host entry",
+                          StatusCode.INTERNAL)
+        code = _entry_maker(fn.__code__.co_argcount - 1)
+        namespace = {"METER": self, "BEGIN_CALL": self.begin_call, "REFILL": self.refill}
         make = types.FunctionType(code, namespace, "make", None,
                                   tuple(self.cells[name] for name in code.co_freevars))
         return make(fn)
@@ -601,9 +721,12 @@ class DispatchMeter(Meter):
         self.track_container = parent.track_container
 
     def bind(self, guard: CallGuard) -> None:
-        """Works for the call of `guard` (its deadline; its thread: see lend_fuel)."""
+        """Works for the call of `guard` (its deadline; its thread: see lend_fuel), lent
+        a slice at once: the dispatch's first block would ask for it, from C a callback
+        (settle gives back what it did not spend)."""
         self.call_limit = guard.deadline
         self._pool = guard.thread == threading.get_ident()
+        self.fuel_cell.cell_contents += self._take_fuel(self._slice)
 
     def _take_fuel(self, wanted: int) -> int:
         return self.parent.lend_fuel(wanted, self._pool)
@@ -620,6 +743,8 @@ class DispatchMeter(Meter):
 
     def begin_call(self) -> None:
         _raise(self.parent.interruption_at(self.call_limit))
+
+    begin_native_call = begin_call
 
     @property
     def fuel_remaining(self) -> int | None:

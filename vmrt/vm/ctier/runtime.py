@@ -390,6 +390,8 @@ def general_entry(cinstance: CInstance, ordinal: int, kinds, results, python_fun
     f32_positions = [i for i, k in enumerate(kinds) if k == "f32"]
     readers = [_RESULT_READERS[k] for k in results]
     limited = meter is not None
+    # (the Python tier's code of a straight-line function takes no depth: codegen)
+    takes_depth = limited and cinstance.instance.module.static_cost(ordinal) is None
 
     def entry(*args):
         depth = 1
@@ -401,7 +403,7 @@ def general_entry(cinstance: CInstance, ordinal: int, kinds, results, python_fun
             for i in ref_positions:
                 values[i] = refs.ref(values[i])
         except Unsupported:
-            return python_function()(*args, *((depth,) if limited else ()))
+            return python_function()(*args, *((depth,) if takes_depth else ()))
         for i in f32_positions:
             values[i] = _f32_bits(values[i])
         c, call = cinstance.new_context(meter)
@@ -426,53 +428,58 @@ def straight_entry(cinstance: CInstance, ordinal: int, kinds, results, general, 
     source = _entry_source(kinds, results, shape, meter is not None, host_entry, static_cost)
     lib = cinstance.cmodule.lib
     plain = getattr(lib, f"vmrt_entry_{ordinal}")
-    namespace = {"CALL": plain, "PLAIN": plain, "GENERAL": general,
-                 "FAILED": cinstance.failed, "F32_BITS": _f32_bits,
+    # (CALL: vmrt_entry_N, vmrt_metered_N or vmrt_paid_N, by shape; general: GENERAL)
+    namespace = {"CALL": getattr(lib, f"vmrt_{shape}_{ordinal}", plain), "PLAIN": plain,
+                 "GENERAL": general, "FAILED": cinstance.failed, "F32_BITS": _f32_bits,
                  "READ_F32": _read_f32, "READ_F64": _read_f64}
     if meter is None:
         namespace.update(LOCAL=cinstance._local, NEW=cinstance.context)
         return _entry_function(source, namespace, ())
-    if shape in ("metered", "paid"):
-        namespace["CALL"] = getattr(lib, f"vmrt_{shape}_{ordinal}")
     label = f"{module.name}.{module.function_name(ordinal)}"
+    # (a general entry may run the Python tier's code instead, imports and all)
+    begin_call = meter.begin_call if shape == "general" else meter.begin_native_call
+    pay = (lambda c: cinstance.pay(c, static_cost)) if shape == "paid" else meter.pay
     namespace.update(LOCAL=cinstance.metered_local(meter),
                      NEW=lambda: cinstance.metered_context(meter),
                      METER=meter,  # (how Meter.call_deadline knows an entry's frame)
-                     BEGIN_CALL=_naming(label, meter.begin_call),
-                     REFILL=_naming(label, meter.refill),
-                     PAY=_naming(label, lambda c: cinstance.pay(c, static_cost)))
+                     BEGIN_CALL=_naming(label, begin_call),
+                     REFILL=_naming(label, meter.refill), PAY=_naming(label, pay))
     return _entry_function(source, namespace, meter.cells)
 
 
 def _entry_shape(metered: bool, host_entry: bool, static_cost, general: bool) -> str:
     """How an entry calls C: `general` (ref arguments), `metered` (the function charges:
     fuel in and out), `paid` (a host calling a straight-line function: paid from the
-    fuel the thread's context holds), else `plain` (no limits, or generated code
+    fuel the thread's context holds), else `entry` (no limits, or generated code
     calling a straight-line function it paid for)."""
     if general:
         return "general"
     if metered and static_cost is None:
         return "metered"
-    return "paid" if metered and host_entry else "plain"
+    return "paid" if metered and host_entry else "entry"
 
 
 def _entry_source(kinds, results, shape: str, metered: bool, host_entry: bool,
                   static_cost) -> str:
     """The source of straight_entry's function (in a scope holding the context's cells)."""
     params = [f"a{i}" for i in range(len(kinds))]
-    internal = metered and not host_entry  # (called by generated code: its depth last)
-    depth = "D" if internal else "1"  # (1: unchecked, a straight-line function cannot recurse)
-    charged_here = shape == "general" and host_entry and static_cost
-    lines = ["nonlocal FUEL"] if shape == "metered" or charged_here else []
+    # Called by generated code, a function that charges takes its depth last; a
+    # straight-line one is unchecked (it cannot recurse), and called with depth 1.
+    internal = metered and not host_entry and not static_cost
+    depth = "D" if internal else "1"
+    lines = ["nonlocal FUEL"] if shape == "metered" else []
+    tickets = []  # (a general entry of a straight-line function pays with a ticket)
     if metered and host_entry:
-        with_base = shape != "paid"
-        lines.append(host_prologue(static_cost if charged_here else None, with_base))
-        depth = "base + 1" if with_base else depth
+        watch = "WATCH" if shape == "general" else "STOP"  # (see straight_entry)
+        paid_here = static_cost if shape == "general" else None
+        tickets = [f"TICKETS_{paid_here}"] if paid_here else []
+        lines.append(host_prologue(paid_here, shape != "paid", pay="PAY", watch=watch))
+        depth = depth if static_cost else "base + 1"
     signature = params + (["D"] if internal else [])
     if shape == "general":  # (it converts the arguments itself)
-        return _entry_lines(signature, lines + [f"return GENERAL({', '.join(params + [depth])})"])
+        return _entry_lines(signature, lines + [f"return GENERAL({', '.join(params + [depth])})"],
+                            tickets)
     values = [f"F32_BITS({p})" if kind == "f32" else p for p, kind in zip(params, kinds)]
-    call = ", ".join(["c", depth] + values)
     lines += ["try:", "    c = LOCAL.c", "except AttributeError:", "    c = NEW()"]
     if shape == "metered":  # the meter's fuel goes into C for the call, and what is left back
         lines += ["fuel = FUEL", "FUEL = 0",
@@ -480,21 +487,23 @@ def _entry_source(kinds, results, shape: str, metered: bool, host_entry: bool,
                   "except BaseException:", "    FUEL += fuel", "    raise",
                   "if fuel < 0:", "    FAILED(c)", "FUEL += fuel"]
     elif shape == "paid":
+        call = ", ".join(["c", depth] + values)
         lines += [f"failed = CALL({call})", "if failed:",
                   "    if failed == 2:  # (what the context holds did not pay for it)",
                   "        PAY(c)", f"        failed = PLAIN({call})",
                   "    if failed:", "        FAILED(c)"]
     else:
-        lines += [f"if CALL({call}):", "    FAILED(c)"]
+        lines += [f"if CALL({', '.join(['c', depth] + values)}):", "    FAILED(c)"]
     read = [{"f32": "READ_F32({})", "f64": "READ_F64({})"}.get(kind, "{}").format(
         f"c.results[{i}]") for i, kind in enumerate(results)]
     got = "None" if not read else read[0] if len(read) == 1 else f"({', '.join(read)})"
-    return _entry_lines(signature, lines + [f"return {got}"])
+    return _entry_lines(signature, lines + [f"return {got}"], tickets)
 
 
-def _entry_lines(params, lines) -> str:
+def _entry_lines(params, lines, tickets) -> str:
     body = "\n".join("        " + line for text in lines for line in text.split("\n"))
-    return f"def scope(FUEL, CUR, WATCH):\n    def entry({', '.join(params)}):\n{body}\n"
+    cells = ", ".join(["FUEL", "CUR", "WATCH", "STOP"] + tickets)
+    return f"def scope({cells}):\n    def entry({', '.join(params)}):\n{body}\n"
 
 
 @functools.lru_cache(maxsize=None)

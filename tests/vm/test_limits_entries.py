@@ -1,0 +1,193 @@
+"""Calls from outside generated code under limits (vmrt.vm.limits, vmrt.vm.codegen
+host_prologue): straight-line exports pay from fuel lent ahead (tickets in the Python
+tier, the thread's context in C), spent exactly, and a cancel or a deadline stops
+them all the same; a yielding export gives CUR back when its generator ends, so each
+call starts at depth 1 and is checked as an outermost call; calls into C are not
+trimmed to a first slice."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import vmrt
+from vmrt.asm import assemble
+from vmrt.errors import StatusCode, VMError
+from vmrt.vm.limits import Limits, Meter
+
+SOURCE = """
+vm.module @entries version 0
+vm.type i32
+vm.import @host.tick cconv "0i_i"
+vm.global.i32 private mutable @count
+
+// Straight-line: load, const, add, store, return (5 instructions).
+vm.export @bump
+vm.func @bump() -> (i32) {
+^bb0:
+  %i0 = vm.global.load.i32 @count
+  %i1 = vm.const.i32 1
+  %i0 = vm.add.i32 %i0, %i1
+  vm.global.store.i32 %i0, @count
+  vm.return %i0
+}
+
+// A loop the C tier compiles: 3 + 3 per iteration + 1 instructions.
+vm.export @sum_to
+vm.func @sum_to(%i0: i32) -> (i32) {
+^bb0:
+  %i1 = vm.const.i32.zero
+  %i2 = vm.const.i32 1
+  vm.br ^bb1()
+^bb1:
+  %i1 = vm.add.i32 %i1, %i2
+  %i3 = vm.cmp.lt.i32.s %i1, %i0
+  vm.cond_br %i3, ^bb1(), ^bb2()
+^bb2:
+  vm.return %i1
+}
+
+// Calls the import (which moves CUR), then yields: a generator.
+vm.export @tick_and_yield
+vm.func @tick_and_yield(%i0: i32) -> (i32) {
+^bb0:
+  %i0 = vm.call @host.tick(%i0)
+  vm.yield ^bb1()
+^bb1:
+  vm.return %i0
+}
+"""
+BUMP_COST = 5
+
+
+class Host(vmrt.NativeModule, name="host", version=0):
+    @vmrt.export("0i_i")
+    def tick(self, x):
+        return x + 1
+
+
+@pytest.fixture(scope="module")
+def program() -> bytes:
+    return assemble(SOURCE)
+
+
+def context(program: bytes, tier: str = "python", **limits) -> vmrt.Context:
+    """A context of the module in `tier`, with Limits(**limits) (none without)."""
+    return vmrt.Context(modules=[Host(), vmrt.load_module(program)],
+                        limits=Limits(**limits) if limits else None, tier=tier)
+
+
+def needs_c_build(program: bytes) -> None:
+    """Builds the module's C (a context with limits never builds), or skips."""
+    from vmrt.vm.ctier.build import compiler_identity
+
+    if compiler_identity() is None:
+        pytest.skip("needs a C compiler")
+    context(program, "c").function("entries.sum_to")(3)
+
+
+def tiers(program: bytes, tier: str) -> str:
+    if tier == "c":
+        needs_c_build(program)
+    return tier
+
+
+# -- fuel lent to straight-line entries -------------------------------------------------------
+@pytest.mark.parametrize("tier", ["python", "c"])
+def test_straight_line_calls_spend_exactly_their_cost(program, tier):
+    budget = 5000 * BUMP_COST + 3
+    ctx = context(program, tiers(program, tier), fuel=budget)
+    bump = ctx.function("entries.bump")
+    assert hasattr(bump.entry, "vmrt_c_ordinal") == (tier == "c")
+    for calls in range(1, 5001):
+        assert bump() == calls
+        if calls % 997 == 0:  # (fuel lent counts as remaining)
+            assert ctx.fuel_remaining == budget - calls * BUMP_COST
+    with pytest.raises(VMError) as info:
+        bump()
+    assert info.value.code == StatusCode.RESOURCE_EXHAUSTED
+    assert ctx.fuel_remaining == 3
+    ctx.refuel(BUMP_COST - 3)
+    assert bump() == 5001
+    assert ctx.fuel_remaining == 0
+
+
+@pytest.mark.parametrize("tier", ["python", "c"])
+@pytest.mark.parametrize("stop, code", [("cancel", StatusCode.CANCELLED),
+                                        ("deadline", StatusCode.DEADLINE_EXCEEDED)])
+def test_stopping_refuses_calls_that_hold_fuel_lent(program, tier, stop, code):
+    ctx = context(program, tiers(program, tier), fuel=10**6)
+    bump = ctx.function("entries.bump")
+    assert hasattr(bump.entry, "vmrt_c_ordinal") == (tier == "c")
+    for _ in range(10):
+        bump()  # (fuel lent: the next calls are paid for)
+    if stop == "cancel":
+        ctx.cancel()
+    else:
+        ctx.set_deadline(time.monotonic() - 1)
+    with pytest.raises(VMError) as info:
+        bump()
+    assert info.value.code == code
+    assert ctx.fuel_remaining == 10**6 - 10 * BUMP_COST
+    ctx.clear_cancel()
+    ctx.set_deadline(None)
+    assert bump() == 11
+
+
+# -- yielding exports --------------------------------------------------------------------------
+def test_a_yielding_export_leaves_the_depth_as_it_found_it(program):
+    """Its import call site moves CUR; the entry gives it back when the generator
+    ends: a hundred calls fit in a depth of 2, and each is an outermost call (the
+    cancel refuses the next one at its start)."""
+    ctx = context(program, max_depth=2)
+    tick = ctx.function("entries.tick_and_yield")
+    assert [tick(i) for i in range(100)] == list(range(1, 101))
+    ctx.cancel()
+    with pytest.raises(VMError) as info:
+        tick(0)
+    assert info.value.code == StatusCode.CANCELLED
+
+
+# -- slices ---------------------------------------------------------------------------------
+def refills_of(ctx, calls) -> int:
+    """How many times the context's meter refilled its slice during `calls()`."""
+    meter, counted = ctx.meter, []
+    refill_with = meter.refill_with
+
+    def counting(*args, **kwargs):
+        counted.append(1)
+        return refill_with(*args, **kwargs)
+    meter.refill_with = counting
+    try:
+        calls()
+    finally:
+        del meter.refill_with
+    return len(counted)
+
+
+def test_calls_into_c_under_a_timeout_keep_a_whole_slice(program):
+    """C makes no imports: its calls are not trimmed to FIRST_SLICE at their start,
+    so calls of a few thousand instructions refill once a slice, not each call."""
+    ctx = context(program, tiers(program, "c"), fuel=10**12, timeout=60)
+    sum_to = ctx.function("entries.sum_to")
+    assert hasattr(sum_to.entry, "vmrt_c_ordinal")
+    for _ in range(20):  # (the slice grows to its pace)
+        sum_to(3000)
+    assert refills_of(ctx, lambda: [sum_to(3000) for _ in range(50)]) <= 5
+    ctx.cancel()  # (and yet each call checks for a stop at its start)
+    with pytest.raises(VMError) as info:
+        sum_to(3)
+    assert info.value.code == StatusCode.CANCELLED
+
+
+def test_a_trimmed_slice_grows_back_at_once(program, monkeypatch):
+    """With a timeout each outermost call starts with FIRST_SLICE; its next slice may
+    grow back to the size trimmed (at the pace measured), not climb twofold again."""
+    monkeypatch.setattr(Meter, "SLICE_SECONDS", 3600.0)  # (the pace never limits here)
+    ctx = context(program, fuel=10**12, timeout=3600)
+    sum_to = ctx.function("entries.sum_to")
+    for _ in range(5):
+        sum_to(20_000)
+    refills = refills_of(ctx, lambda: [sum_to(20_000) for _ in range(10)])
+    assert refills <= 20  # (climbing from 1024 to 60001 twofold takes 6 a call)
