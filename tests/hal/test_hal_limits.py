@@ -142,6 +142,19 @@ def test_matmul_model_respects_timeout_and_fuel(compile_mlir):
     np.testing.assert_allclose(ctx.function("module.matmul")(a, a), a @ a)
 
 
+def test_a_model_runs_any_number_of_calls_under_a_depth_limit():
+    """Each call of a compiled model (an export that may yield: it waits on fences)
+    leaves the call depth where it found it: under limits, the call after max_depth
+    calls was refused with DepthExceeded."""
+    from tests.hal.conftest import MLP_VMFB
+    from vmrt.modules.hal import HalModule
+    ctx = vmrt.Context(modules=[HalModule(), vmrt.load_module(MLP_VMFB.read_bytes())],
+                       limits=Limits(max_depth=16, fuel=10**12, timeout=60))
+    predict, x = ctx.function("module.predict"), np.ones((1, 4), np.float32)
+    first = predict(x)
+    for _ in range(40):
+        np.testing.assert_array_equal(predict(x), first)
+
 @pytest.mark.parametrize("device", ["local-sync", "local-task"])
 def test_an_executable_that_loops_forever_stops_at_the_deadline(device):
     # Its dispatch body is one block branching to itself: charged like any VM code.
