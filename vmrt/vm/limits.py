@@ -45,12 +45,14 @@ _DEADLINE_TAG = "\0vmrt call deadline"
 class _CallDeadline:
     """A call's deadline, in the locals of its outermost VM frame: it lives as long as
     that frame, so a weak reference to it tells whether a frame found at the same
-    address later is still that call's (Meter.call_deadline)."""
+    address later is still that call's (Meter.call_deadline). It keeps the call's
+    CallGuard once one is asked for (Meter.guard), made again only on another thread."""
 
-    __slots__ = ("deadline", "__weakref__")
+    __slots__ = ("deadline", "guard", "__weakref__")
 
     def __init__(self, deadline: float):
         self.deadline = deadline
+        self.guard = None
 
 
 if sys.version_info >= (3, 13):  # f_locals: a write-through proxy (PEP 667)
@@ -287,12 +289,14 @@ class guarded:  # noqa: N801 (used as a function: `with guarded(meter):`)
         self.meter = meter
 
     def __enter__(self) -> None:
-        guard = self.meter.guard(sys._getframe(1))
-        guard.check()  # (a check point: a call doing HAL work stops here once it must)
-        self.token = _GUARD.set(guard)
+        self.token = self.meter.enter_guard(sys._getframe(1))
 
     def __exit__(self, *error) -> None:
         _GUARD.reset(self.token)
+
+
+#: Resets the CallGuard that Meter.enter_guard made current, given its token.
+leave_guard = _GUARD.reset
 
 
 class Meter:
@@ -591,8 +595,12 @@ class Meter:
         Limits.timeout). This thread remembers that frame (by address, and a weak
         reference to the deadline kept there), so later lookups of the call stop
         there, reading no frame's locals."""
-        if self.timeout is None:
-            return None
+        found = self._call(frame) if self.timeout is not None else None
+        return None if found is None else found.deadline
+
+    def _call(self, frame) -> _CallDeadline | None:
+        """The _CallDeadline of the call `frame` runs in, with a timeout (see
+        call_deadline); None outside any call of this context."""
         known = getattr(self._last_call, "frame", None)  # (id(frame), weakref to its deadline)
         outermost = None
         while frame is not None:
@@ -600,14 +608,14 @@ class Meter:
                 if known is not None and id(frame) == known[0]:
                     found = known[1]()
                     if found is not None:
-                        return found.deadline
+                        return found
                 outermost = frame
             frame = frame.f_back
         if outermost is None:
             return None
         found = _frame_deadline(outermost, self.timeout)
         self._last_call.frame = (id(outermost), weakref.ref(found))
-        return found.deadline
+        return found
 
     def begin_call(self) -> None:
         """An outermost call starts while WATCH is set: in a cancelled context or one
@@ -633,8 +641,30 @@ class Meter:
 
     def guard(self, frame=None) -> CallGuard:
         """The CallGuard of the call running on this thread (from its VM frames, found
-        from `frame` on: the caller's by default)."""
-        return CallGuard(self, self.call_deadline(frame or sys._getframe(1)))
+        from `frame` on: the caller's by default). Made once per call and thread (HAL
+        calls ask for it each): kept with the call's deadline, or without a timeout
+        by the thread (all its calls have the same)."""
+        if self.timeout is None:
+            guard = getattr(self._last_call, "guard", None)
+            if guard is None:
+                guard = self._last_call.guard = CallGuard(self, None)
+            return guard
+        found = self._call(frame or sys._getframe(1))
+        if found is None:
+            return CallGuard(self, None)
+        guard = found.guard
+        if guard is None or guard.thread != threading.get_ident():
+            guard = found.guard = CallGuard(self, found.deadline)
+        return guard
+
+    def enter_guard(self, frame) -> contextvars.Token:
+        """Makes the CallGuard of the call `frame` runs in current (a check point: a
+        call doing HAL work stops here once it must); the token resets it
+        (leave_guard). What `guarded` does, in one call for the hot HAL paths."""
+        guard = self.guard(frame)
+        if self._cancelled or self._deadline is not None or guard.deadline is not None:
+            _raise(self.interruption_at(guard.deadline))
+        return _GUARD.set(guard)
 
     # -- depth ---------------------------------------------------------------------------------------
     def depth_exceeded(self, depth: int) -> None:
@@ -657,6 +687,11 @@ class Meter:
 
     # -- memory ------------------------------------------------------------------------------------
     def charge_memory(self, nbytes: int) -> None:
+        with self._memory_lock:  # (_try_charge, inline: HAL allocations charge here)
+            in_use = self.memory_in_use + nbytes
+            if self.max_memory is None or in_use <= self.max_memory:
+                self.memory_in_use = in_use
+                return
         if not self._try_charge(nbytes):
             # Bytes only cycles hold are not in use: collect them, then decide.
             if not (self._containers and self._collect()) or not self._try_charge(nbytes):
