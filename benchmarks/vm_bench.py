@@ -1,11 +1,11 @@
-"""Benchmark: the interpreter on eight micro-benchmarks and a VMVX model, vmrt beside
+"""Benchmark: the interpreter on eight micro-benchmarks and two VMVX models, vmrt beside
 the reference runtime.
 
     python benchmarks/vm_bench.py [--quick] [--json] [--repeat N] [--target SECONDS]
                                   [--only NAME[,NAME...]] [--no-reference]
 
 Assembles benchmarks/vm_bench.vmasm with iree-as-module and compiles
-benchmarks/models/tiny.mlir for VMVX with iree-compile (into a temporary
+benchmarks/models/tiny.mlir and matmul64.mlir for VMVX with iree-compile (into a temporary
 directory), and runs each export in vmrt and in iree.runtime in the same run
 (VMRT_TIER picks vmrt's tier):
 
@@ -24,6 +24,8 @@ directory), and runs each export in vmrt and in iree.runtime in the same run
     vmvx_model               the 4-8-3 MLP of models/tiny.mlir,  ns per call
                              compiled for VMVX (numpy in and out, local-sync: HAL
                              calls and two dispatches whose VM code vmrt runs)
+    vmvx_matmul              models/matmul64.mlir for VMVX: one  ns per call
+                             dispatch of 64x64x64 multiply-adds (its VM code's time)
 
 The work loops inside the VM, so the cost of entering it from Python is spread
 over many iterations (except for empty_func, which measures exactly that). For
@@ -65,7 +67,6 @@ HERE = Path(__file__).resolve().parent
 # script from benchmarks/ can otherwise resolve `vmrt` as an empty namespace package.
 sys.path.insert(0, str(HERE.parent))
 VMASM = HERE / "vm_bench.vmasm"
-MODEL = HERE / "models" / "tiny.mlir"
 MODULE = "vm_bench"
 HOST = "bench_host"
 I32_MAX = (1 << 31) - 1
@@ -83,8 +84,9 @@ class Bench:
 
     def expected(self, n: int):
         """The result the module must return for argument n."""
-        if self.name == "vmvx_model":
-            return model_twin(*model_inputs())
+        if self.name in MODELS:
+            model = MODELS[self.name]
+            return model.twin(*model.inputs())
         if self.name == "empty_func":
             return None
         if self.name.startswith("call_"):
@@ -108,26 +110,38 @@ BENCHES = [
     Bench("buffer_reduce", "element", 1, 1000, 1 << 22, 400.0),
     Bench("buffer_reduce_unrolled", "element", 1, 1000, 1 << 22, None, multiple_of=8),
     Bench("vmvx_model", "call", 0, 0, 0, None),
+    Bench("vmvx_matmul", "call", 0, 0, 0, None),
 ]
 
 
-def model_inputs() -> list:
-    """The model's arguments: x (1x4), w1, b1, w2, b2 (fixed seed)."""
-    rng = np.random.default_rng(0)
-    shapes = [(1, 4), (4, 8), (8,), (8, 3), (3,)]
-    return [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+@dataclass
+class Model:
+    """A model compiled for VMVX: its MLIR in models/, the function run, its inputs
+    (float32, fixed seed) and what it computes, in numpy."""
+    mlir: str
+    function: str
+    shapes: tuple
+    twin: object
+
+    def inputs(self) -> list:
+        rng = np.random.default_rng(0)
+        return [rng.standard_normal(shape).astype(np.float32) for shape in self.shapes]
 
 
-def model_twin(x, w1, b1, w2, b2):
-    """What models/tiny.mlir computes, in numpy."""
-    return np.maximum(x @ w1 + b1, 0) @ w2 + b2
+MODELS = {
+    "vmvx_model": Model("tiny.mlir", "predict", ((1, 4), (4, 8), (8,), (8, 3), (3,)),
+                        lambda x, w1, b1, w2, b2: np.maximum(x @ w1 + b1, 0) @ w2 + b2),
+    "vmvx_matmul": Model("matmul64.mlir", "matmul", ((64, 64), (64, 64)), lambda a, b: a @ b),
+}
 
 
 def same_value(got, want) -> bool:
-    """Results agree: exactly, or (arrays) within float32 rounding."""
+    """Results agree: exactly, or (arrays) within float32 rounding (of sums taken in
+    another order than numpy's: relative to the largest magnitude)."""
     if isinstance(got, np.ndarray) or isinstance(want, np.ndarray):
+        scale = max(1.0, float(np.abs(want).max(initial=0.0)))
         return np.shape(got) == np.shape(want) and bool(
-            np.allclose(got, want, rtol=1e-5, atol=1e-6))
+            np.allclose(got, want, rtol=1e-5, atol=1e-6 * scale))
     return got == want
 
 
@@ -154,19 +168,22 @@ def assemble(outdir: Path) -> bytes:
     return _tool("iree-as-module", [str(VMASM), f"--output={output}"], output)
 
 
-def compile_model(outdir: Path) -> bytes:
-    """models/tiny.mlir for VMVX on the local device."""
-    output = outdir / "tiny_vmvx.vmfb"
-    return _tool("iree-compile", ["--iree-hal-target-device=local",
-                                  "--iree-hal-local-target-device-backends=vmvx", str(MODEL),
-                                  "-o", str(output)], output)
+def compile_models(outdir: Path) -> dict[str, bytes]:
+    """Each of MODELS compiled for VMVX on the local device, by bench name."""
+    compiled = {}
+    for name, model in MODELS.items():
+        output = outdir / f"{name}.vmfb"
+        compiled[name] = _tool("iree-compile", [
+            "--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=vmvx",
+            str(HERE / "models" / model.mlir), "-o", str(output)], output)
+    return compiled
 
 
 # -- the two runtimes ------------------------------------------------------------------------
 class VmrtRunner:
     label = "vmrt"
 
-    def __init__(self, data: bytes, model: bytes, limits=None):
+    def __init__(self, data: bytes, models: dict[str, bytes], limits=None):
         import vmrt
         from vmrt.modules.hal import HalModule
 
@@ -177,13 +194,14 @@ class VmrtRunner:
 
         self.context = vmrt.Context(vmrt.Instance(),
                                     modules=[BenchHost(), vmrt.load_module(data)], limits=limits)
-        self.hal = HalModule(device="local-sync")
-        self.model = vmrt.Context(vmrt.Instance(), modules=[self.hal, vmrt.load_module(model)],
-                                  limits=limits)
+        self.hals = {name: HalModule(device="local-sync") for name in models}
+        self.models = {name: vmrt.Context(vmrt.Instance(), limits=limits, modules=[
+            self.hals[name], vmrt.load_module(data)]) for name, data in models.items()}
 
     def caller(self, name: str, n: int | None):
-        if name == "vmvx_model":
-            fn, inputs = self.model.function("module.predict"), model_inputs()
+        if name in MODELS:
+            fn = self.models[name].function(f"module.{MODELS[name].function}")
+            inputs = MODELS[name].inputs()
             return lambda: fn(*inputs)
         fn = self.context.function(f"{MODULE}.{name}")
         if n is None:
@@ -192,15 +210,16 @@ class VmrtRunner:
 
     def close(self) -> None:
         self.context.close()
-        self.model.close()
-        for device in self.hal.devices:
-            device.close()
+        for name, context in self.models.items():
+            context.close()
+            for device in self.hals[name].devices:
+                device.close()
 
 
 class ReferenceRunner:
     label = "iree"
 
-    def __init__(self, data: bytes, model: bytes):
+    def __init__(self, data: bytes, models: dict[str, bytes]):
         import iree.runtime as rt
 
         class HostState:
@@ -217,13 +236,16 @@ class ReferenceRunner:
         self.iface.export("add_1", "0i_i", HostState.add_1)
         self.host = self.iface.create()
         self.context = rt.VmContext(self.instance, modules=[self.host, self.module])
-        self.model = rt.SystemContext(config=rt.Config("local-sync"))
-        self.model.add_vm_module(rt.VmModule.copy_buffer(self.model.instance, model))
+        self.models = {}
+        for name, model in models.items():
+            context = self.models[name] = rt.SystemContext(config=rt.Config("local-sync"))
+            context.add_vm_module(rt.VmModule.copy_buffer(context.instance, model))
 
     def caller(self, name: str, n: int | None):
         rt = self.rt
-        if name == "vmvx_model":
-            fn, inputs = self.model.modules.module["predict"], model_inputs()
+        if name in MODELS:
+            fn = self.models[name].modules.module[MODELS[name].function]
+            inputs = MODELS[name].inputs()
             return lambda: fn(*inputs).to_host()
         fn = self.module.lookup_function(name)
         if fn is None:
@@ -243,16 +265,16 @@ class ReferenceRunner:
         # Drop every reference (the native module's interface holds its ctor) so
         # that nanobind does not report leaks at exit.
         self.context = self.host = self.iface = self.module = self.instance = None
-        self.model = None
+        self.models = {}
         gc.collect()
 
 
-def load_reference(data: bytes, model: bytes):
+def load_reference(data: bytes, models: dict[str, bytes]):
     try:
         import iree.runtime  # noqa: F401
     except ImportError:
         return None
-    return ReferenceRunner(data, model)
+    return ReferenceRunner(data, models)
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -463,15 +485,15 @@ def report(args, rows: list[dict], problems: list[str], limits: bool) -> int:
 def main(argv=None) -> int:
     args = parse_arguments(argv)
     with tempfile.TemporaryDirectory(prefix="vmrt-vm-bench-") as tmp:
-        data, model = assemble(Path(tmp)), compile_model(Path(tmp))
+        data, models = assemble(Path(tmp)), compile_models(Path(tmp))
 
-    vm = VmrtRunner(data, model)
+    vm = VmrtRunner(data, models)
     limited = None
     if not args.no_limits:
         from vmrt.vm.limits import Limits
-        limited = VmrtRunner(data, model, Limits(fuel=10**15, timeout=3600.0))
+        limited = VmrtRunner(data, models, Limits(fuel=10**15, timeout=3600.0))
         limited.label = "vmrt+limits"
-    ref = None if args.no_reference else load_reference(data, model)
+    ref = None if args.no_reference else load_reference(data, models)
     if ref is None and not args.no_reference:
         print("vm_bench: iree.runtime is not importable; vmrt figures only",
               file=sys.stderr if args.json else sys.stdout)
