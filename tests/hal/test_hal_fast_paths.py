@@ -186,6 +186,29 @@ def test_numpy_round_trip_keeps_values_dtype_and_shape(array):
     assert (back == array).all()
 
 
+def test_a_calls_small_inputs_share_one_allocation_and_stay_independent():
+    """buffer_views_from_numpy: small arrays are carved out of one allocation, each
+    aligned and holding its own bytes (writing one leaves the others); a large one
+    has its own; all round-trip like buffer_view_from_numpy's."""
+    from vmrt.hal.buffer_view_io import (SHARED_INPUT_BYTES, buffer_view_to_numpy,
+                                         buffer_views_from_numpy)
+    arrays = [np.arange(5, dtype=np.float32), np.zeros((0, 3), np.int8), np.array(7, np.int64),
+              np.arange(SHARED_INPUT_BYTES + 1, dtype=np.uint8), np.arange(9, dtype=">i2")[::2],
+              np.full((3, 3), 2.5)]
+    views = buffer_views_from_numpy(arrays, create_device("local-sync"))
+    for array, view in zip(arrays, views):
+        back = buffer_view_to_numpy(view)
+        assert back.shape == array.shape and back.dtype == array.dtype.newbyteorder("=")
+        assert (back == array).all() and view.buffer.storage_address() % 64 == 0
+    small = [view.buffer for view, array in zip(views, arrays)
+             if array.nbytes <= SHARED_INPUT_BYTES]
+    assert len({id(buffer.storage.obj) for buffer in small}) == 1  # one allocation
+    assert views[3].buffer.storage.obj is not small[0].storage.obj
+    views[0].buffer.map_write(0, b"\xff" * 20)
+    for array, view in zip(arrays[1:], views[1:]):
+        assert (buffer_view_to_numpy(view) == array).all()
+
+
 def test_initial_data_of_another_size_is_refused():
     for size in (8, 100_000):  # the small and the large allocation paths
         with pytest.raises(HalError) as failure:

@@ -83,6 +83,18 @@ class HeapAllocator(RefObject):
         stats.host_bytes_allocated += size
         return buffer
 
+    def allocate_copies(self, memory_type: int, usage: int, contents: list, access: int = 0,
+                        queue_affinity: int = -1) -> list[Buffer]:
+        """New buffers holding copies of `contents` (small byte memoryviews), in one
+        allocation (Buffer.allocate_copies)."""
+        params = self._allocation_params.get((memory_type, usage, access)) or \
+            self._allocation_params_of(memory_type, usage, access)
+        buffers = Buffer.allocate_copies(contents, *params, queue_affinity)
+        stats = self.statistics
+        stats.buffers_allocated += len(buffers)
+        stats.host_bytes_allocated += sum(len(data) for data in contents)
+        return buffers
+
     def _allocation_params_of(self, memory_type: int, usage: int,
                               access: int) -> tuple[int, int, int]:
         """(memory type, access, usage) of a buffer allocated with these parameters,

@@ -232,6 +232,32 @@ class Buffer(RefObject):
         return buffer
 
     @classmethod
+    def allocate_copies(cls, contents: list, memory_type: int, allowed_access: int,
+                        allowed_usage: int, queue_affinity: int = -1) -> list["Buffer"]:
+        """Buffers holding copies of `contents` (byte memoryviews), carved out of one
+        allocation, each at a BUFFER_ALIGNMENT boundary: a host call's small inputs
+        cost one allocation and one address lookup, not one each (the memory lives as
+        long as the last of them, so callers pass small contents only)."""
+        offsets, total = [], 0
+        for data in contents:
+            offsets.append(total)
+            total += -(-len(data) // BUFFER_ALIGNMENT) * BUFFER_ALIGNMENT
+        try:
+            block, base = _aligned_bytearray(total)
+        except (MemoryError, OverflowError):
+            raise HalError(f"cannot allocate {len(contents)} buffers of {total} bytes",
+                           StatusCode.RESOURCE_EXHAUSTED) from None
+        buffers = []
+        for data, offset in zip(contents, offsets):
+            storage = block[offset:offset + len(data)]
+            storage[:] = data
+            buffer = cls(storage, memory_type, allowed_access, allowed_usage,
+                         queue_affinity=queue_affinity)
+            buffer._address = base + offset
+            buffers.append(buffer)
+        return buffers
+
+    @classmethod
     def wrap(cls, memory, memory_type: int, allowed_access: int, allowed_usage: int,
              queue_affinity: int = -1) -> "Buffer":
         """A buffer over existing host memory (no copy): anything exposing a

@@ -272,8 +272,8 @@ _LITTLE_ENDIAN = sys.byteorder == "little"
 _ELEMENT_TYPES: dict = {}
 
 
-def buffer_view_from_numpy(array, device_or_allocator) -> BufferView:
-    """A new buffer view holding a copy of a numpy array (C order, little-endian)."""
+def _dense_array(array):
+    """(the array as C-ordered little-endian numpy, its element type)."""
     import numpy as np
     array = np.asarray(array)
     dtype = array.dtype
@@ -283,6 +283,12 @@ def buffer_view_from_numpy(array, device_or_allocator) -> BufferView:
     if not (array.flags.c_contiguous and (dtype.byteorder in "<|" or
                                           dtype.byteorder == "=" and _LITTLE_ENDIAN)):
         array = np.ascontiguousarray(array, dtype=dtype.newbyteorder("<"))
+    return array, element_type
+
+
+def buffer_view_from_numpy(array, device_or_allocator) -> BufferView:
+    """A new buffer view holding a copy of a numpy array (C order, little-endian)."""
+    array, element_type = _dense_array(array)
     # Every dtype maps to a whole-byte element type: the array's bytes are the view's;
     # and numpy's ranks (at most 64) are within MAX_RANK.
     size = array.nbytes
@@ -290,6 +296,29 @@ def buffer_view_from_numpy(array, device_or_allocator) -> BufferView:
         INPUT_MEMORY_TYPE, INPUT_USAGE, size,
         initial_data=memoryview(array).cast("B") if size else b"")
     return BufferView.of_dense(buffer, array.shape, element_type, size)
+
+
+#: Arrays up to this size share one allocation in buffer_views_from_numpy (a large
+#: one keeps its own, so no result held long keeps other inputs' memory alive).
+SHARED_INPUT_BYTES = 4096
+
+
+def buffer_views_from_numpy(arrays: list, device_or_allocator) -> list[BufferView]:
+    """buffer_view_from_numpy of each array, the small ones (a call's usual inputs)
+    copied into one allocation (HeapAllocator.allocate_copies)."""
+    dense = [_dense_array(array) for array in arrays]
+    small = [memoryview(array).cast("B") if array.nbytes else memoryview(b"")
+             for array, _ in dense if array.nbytes <= SHARED_INPUT_BYTES]
+    shared = iter(_allocator_of(device_or_allocator).allocate_copies(
+        INPUT_MEMORY_TYPE, INPUT_USAGE, small) if small else ())
+    views = []
+    for array, element_type in dense:
+        size = array.nbytes
+        if size > SHARED_INPUT_BYTES:
+            views.append(buffer_view_from_numpy(array, device_or_allocator))
+        else:
+            views.append(BufferView.of_dense(next(shared), array.shape, element_type, size))
+    return views
 
 
 def buffer_view_to_numpy(view: BufferView):

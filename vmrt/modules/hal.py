@@ -18,7 +18,8 @@ from vmrt.errors import HalError, StatusCode, VmrtError
 from vmrt.hal.allocator import HeapAllocator
 from vmrt.hal.buffer import Buffer, check_fill_pattern
 from vmrt.hal.buffer_view import BufferView
-from vmrt.hal.buffer_view_io import buffer_view_from_numpy, buffer_view_to_numpy
+from vmrt.hal.buffer_view_io import (buffer_view_from_numpy, buffer_view_to_numpy,
+                                     buffer_views_from_numpy)
 from vmrt.hal.command_buffer import CommandBuffer
 from vmrt.hal.device import Device, create_device
 from vmrt.hal.executable import Executable
@@ -774,7 +775,7 @@ class HostAdapter:
             positions = _REF_POSITIONS[signature.arguments] = tuple(
                 position for position, element in enumerate(signature.arguments)
                 if element == "r")
-        converted = None
+        arrays = []
         for position in positions:
             if position >= len(args):
                 break
@@ -783,10 +784,14 @@ class HostAdapter:
             if hasattr(value.__class__, "__array_interface__") or \
                     not isinstance(value, RefObject) and value is not None and \
                     hasattr(value, "__array_interface__"):
-                if converted is None:
-                    converted = list(args)
-                converted[position] = buffer_view_from_numpy(value, self.device)
-        return args if converted is None else tuple(converted)
+                arrays.append(position)
+        if not arrays:
+            return args
+        converted = list(args)
+        views = buffer_views_from_numpy([args[position] for position in arrays], self.device)
+        for position, view in zip(arrays, views):
+            converted[position] = view
+        return tuple(converted)
 
     def create_signal_fence(self) -> Fence:
         """A fence for an async-external call to signal (vmrt.vm.invocation.AsyncFunction)."""
