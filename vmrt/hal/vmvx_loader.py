@@ -177,7 +177,8 @@ class VmvxExecutable(Executable):
         fn = self._worker(worker_id, guard)[prepared.function]
         meter = hold = None
         if guard is not None:
-            hold = guard.meter.hold(prepared.local_size)  # before allocating it
+            if prepared.local_size:
+                hold = guard.meter.hold(prepared.local_size)  # before allocating it
             meter = fn.context.meter
             meter.bind(guard)
         constants, bindings = prepared.constants, prepared.bindings
@@ -202,7 +203,8 @@ class VmvxExecutable(Executable):
                            f"{error.message}{stack}", error.code) from error
         finally:
             if meter is not None:
-                hold.release()
+                if hold is not None:
+                    hold.release()
                 meter.settle()
 
 

@@ -522,8 +522,9 @@ class Meter:
     def _take_back_held(self) -> None:
         """Every ticket lent, and what this thread's holders keep, back into FUEL (on
         their thread, no holder is in a call that spends it: see CCall.refill)."""
-        for cost, cell in list(self._tickets.items()):
-            self._take_back(cost, cell)
+        if self._tickets:  # (none until a straight-line entry is called from the host)
+            for cost, cell in list(self._tickets.items()):
+                self._take_back(cost, cell)
         for holder in self._thread_holders.holders:
             held = holder.fuel
             if held:
@@ -557,7 +558,7 @@ class Meter:
         dispatch runs out exactly where the call would."""
         if self.reserve is None:
             return wanted
-        if pool:
+        if pool and self.reserve < wanted:  # (what is held matters only when short)
             self._take_back_held()
         with self._fuel_lock:
             reserve = self.reserve
