@@ -400,6 +400,57 @@ def test_keyed_snippets_make_their_source_only_when_not_found(cache_dir, monkeyp
         code_cache._snippets_key(), code_cache.SNIPPETS) is None
 
 
+ADAPTER_SCRIPT = r"""
+import json
+import vmrt
+from vmrt.native import module as native
+from vmrt.vm import code_cache
+made = []
+make_source = native._adapter_source
+native._adapter_source = lambda *shape: made.append(repr(shape)) or make_source(*shape)
+
+
+class Host(vmrt.NativeModule, name="host", version=0):
+    @vmrt.export("0ii_i")
+    def add(self, a, b):
+        return a + b
+
+
+context = vmrt.Context(vmrt.Instance(), modules=[Host()])
+print(json.dumps({"made": made, "sum": context.function("host.add")(2, 3),
+                  "groups": sorted(code_cache._snippets)}))
+"""
+
+
+def test_second_process_makes_no_native_adapter_source(cache_dir):
+    env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
+    env["VMRT_CACHE_DIR"] = str(cache_dir)
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", ADAPTER_SCRIPT], capture_output=True,
+                              text=True, env=env, cwd=REPO_ROOT, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout))
+    first, second = runs
+    assert first["made"] == ["(2, ('i',), False, False)"] and second["made"] == []
+    assert first["sum"] == second["sum"] == 5
+    assert first["groups"] == second["groups"] == ["adapters"]
+
+
+def test_runtime_fingerprint_hashes_the_runtime_packages(monkeypatch):
+    """Each of RUNTIME_PACKAGES (vmrt.native among them: its adapters are keyed
+    snippets) is hashed from its own directory, found without importing it."""
+    hashed = []
+    monkeypatch.setattr(code_cache, "_hash_sources",
+                        lambda digest, directory: hashed.append(directory) or 1)
+    monkeypatch.setattr(code_cache, "_runtime_fingerprint", None)
+    assert code_cache.runtime_fingerprint()
+    assert "vmrt.native" in code_cache.RUNTIME_PACKAGES
+    expected = [os.path.dirname(__import__(package, fromlist=["_"]).__file__)
+                for package in code_cache.RUNTIME_PACKAGES]
+    assert [os.path.realpath(d) for d in hashed] == [os.path.realpath(d) for d in expected]
+
+
 def test_damaged_snippets_are_compiled_again(cache_dir):
     expected = run_snippet_process(cache_dir)["compiled"]
     for path in snippet_files(cache_dir):

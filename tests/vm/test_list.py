@@ -289,6 +289,33 @@ def test_from_values_and_to_python():
         VMList.from_values([VMBuffer.alloc(1)], "i32")
 
 
+def test_from_values_of_a_ref_list_takes_refs_of_its_type_only():
+    bufs = [VMBuffer.alloc(1), None, VMBuffer.alloc(2)]
+    refs = VMList.from_values(bufs, "!vm.buffer")
+    bufs[1] = VMBuffer.alloc(3)  # the list does not share the caller's list
+    assert refs.to_python()[1] is None and refs.get_ref(2) is bufs[2]
+    assert refs.size == 3 and refs.capacity == 64
+    for bad, code in (([VMBuffer.alloc(1), VMList("i32")], StatusCode.INVALID_ARGUMENT),
+                      ([None, 1], StatusCode.FAILED_PRECONDITION),
+                      ([2.5], StatusCode.FAILED_PRECONDITION)):
+        assert code_of(VMList.from_values, bad, "!vm.buffer") == code
+    anything = VMList.from_values([VMList("i32"), VMBuffer.alloc(1), None], ANY_REF_TYPE)
+    assert [type(x) for x in anything.to_python()[:2]] == [list, VMBuffer]
+    assert code_of(VMList.from_values, [VMBuffer.alloc(1), 3], ANY_REF_TYPE) == \
+        StatusCode.FAILED_PRECONDITION
+
+
+def test_from_values_checks_refs_that_may_override_their_type_one_by_one():
+    class Disguised(VMBuffer):  # no __slots__: each object may carry its own ref_type
+        pass
+
+    honest, disguised = Disguised(b"a"), Disguised(b"b")
+    disguised.ref_type = VMList.ref_type
+    assert VMList.from_values([honest], "!vm.buffer").get_ref(0) is honest
+    assert code_of(VMList.from_values, [honest, disguised], "!vm.buffer") == \
+        StatusCode.INVALID_ARGUMENT
+
+
 def test_push_and_pop():
     lst = VMList("?")
     lst.push_value(3, ValueType.I32)

@@ -411,8 +411,20 @@ _FACTORIES: dict[tuple, object] = {}
 def _factory(arg_count: int, results: tuple[str, ...], with_state: bool, generator: bool):
     key = (arg_count, results, with_state, generator)
     factory = _FACTORIES.get(key)
-    if factory is not None:
-        return factory
+    if factory is None:
+        # Keyed by the signature's shape: a process finding the snippet in the code
+        # cache does not write its source either (vmrt.native is in RUNTIME_PACKAGES).
+        code = compile_snippet(lambda: _adapter_source(*key), f"<vmrt native adapter {key}>",
+                               key=repr(key), group="adapters")
+        namespace: dict = {}
+        exec(code, namespace)
+        factory = _FACTORIES[key] = namespace["make"]
+    return factory
+
+
+def _adapter_source(arg_count: int, results: tuple[str, ...], with_state: bool,
+                    generator: bool) -> str:
+    """The source of the factory of adapters of one shape of signature."""
     params = ", ".join(f"a{k}" for k in range(arg_count))
     call_args = ", ".join(["SELF"] + (["STATE"] if with_state else []) +
                           [f"a{k}" for k in range(arg_count)])
@@ -443,10 +455,7 @@ def _factory(arg_count: int, results: tuple[str, ...], with_state: bool, generat
                   f"                return ({values})",
                   "        return FIX(r)"]
     lines.append("    return adapter")
-    namespace: dict = {}
-    exec(compile_snippet("\n".join(lines) + "\n", f"<vmrt native adapter {key}>"), namespace)
-    factory = _FACTORIES[key] = namespace["make"]
-    return factory
+    return "\n".join(lines) + "\n"
 
 
 def python_adapter(module: NativeModule, fn, export: Export, state):

@@ -16,11 +16,12 @@ The key of an entry is a hash of everything the generated code depends on:
   signatures, imports and names the generator reads; and its name);
 - the function ordinal, the CodegenOptions and the host-entry flag;
 - the runtime: a hash of the sources of vmrt.vm, vmrt.isa and vmrt.format (the
-  generator and everything it reads; stronger than the version string, which an
-  editable install keeps while the code changes) and vmrt.__version__ when there is
-  one. A source counts by its name, size and modification time (to the nanosecond),
-  as __pycache__ tells a changed source (to the second): reading them all would
-  cost a process ~1 ms of its start;
+  generator and everything it reads) and of vmrt.native (its adapters are keyed
+  snippets), stronger than the version string, which an editable install keeps
+  while the code changes; and vmrt.__version__ when there is one. A source counts
+  by its name, size and modification time (to the nanosecond), as __pycache__
+  tells a changed source (to the second): reading them all would cost a process
+  ~1 ms of its start;
 - Python: importlib.util.MAGIC_NUMBER, the implementation's cache tag and the
   optimization level (-O drops asserts at compile time);
 - the format of the files (FORMAT_VERSION).
@@ -96,8 +97,9 @@ STALE_TEMP_SECONDS = 3600
 #: A hit refreshes its file's mtime only when it is older than this (seconds): the
 #: eviction order needs no finer grain, and each refresh is a metadata write.
 REFRESH_SECONDS = 60
-#: Packages whose sources shape generated code (hashed into every key).
-RUNTIME_PACKAGES = ("vmrt.vm", "vmrt.isa", "vmrt.format")
+#: Packages whose sources shape generated code (hashed into every key): the code
+#: generator and what it reads, and the makers of keyed snippets (compile_snippet).
+RUNTIME_PACKAGES = ("vmrt.vm", "vmrt.isa", "vmrt.format", "vmrt.native")
 
 _DISABLED = ("0", "off", "false", "no")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -263,15 +265,14 @@ def runtime_fingerprint() -> bytes | None:
     be told to be this runtime's, and the cache is off."""
     global _runtime_fingerprint
     if _runtime_fingerprint is None:
-        import importlib
-
         import vmrt
 
         digest = blake2b(repr(getattr(vmrt, "__version__", None)).encode(), digest_size=32)
         found = 0
-        for package in RUNTIME_PACKAGES:
-            directory = os.path.dirname(importlib.import_module(package).__file__ or "")
-            found += _hash_sources(digest, directory)
+        root = os.path.dirname(getattr(vmrt, "__file__", None) or "")
+        if root:  # (the packages' directories, found without importing them)
+            for package in RUNTIME_PACKAGES:
+                found += _hash_sources(digest, os.path.join(root, *package.split(".")[1:]))
         _runtime_fingerprint = digest.digest() if found else b""
     return _runtime_fingerprint or None
 

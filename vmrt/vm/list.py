@@ -51,6 +51,7 @@ MAX_LIST_CAPACITY = 1 << 28
 # Variant element tags in VMList._types: 0 empty, 1..6 the ValueType, 7 ref.
 _EMPTY = 0
 _REF = 7
+_NONE_TYPE = type(None)
 
 
 def _as_count(value: int) -> int:
@@ -252,10 +253,16 @@ class VMList(RefObject):
         as f64)."""
         values = list(values)
         result = VMList(element_type, len(values))
-        result.resize(len(values))
-        for index, item in enumerate(values):
-            result.set_item(index, item)
+        if not result._take_values(values):
+            result.resize(len(values))
+            for index, item in enumerate(values):
+                result.set_item(index, item)
         return result
+
+    def _take_values(self, values: list) -> bool:
+        """Takes `values` (a list of its own) as the elements of this empty list when
+        set_item would store each as it is; False (nothing done) when it cannot tell."""
+        return False
 
     def to_python(self) -> list:
         """The elements as a Python list; nested lists are converted too,
@@ -516,6 +523,21 @@ class _RefList(VMList):
 
     def get_item(self, index):
         return self.get_ref(index)
+
+    def _take_values(self, values):
+        # One check per class of the values, not per value (a parameter load makes a
+        # list of hundreds of buffers): set_item takes null and a RefObject whose
+        # ref_type is the element type's (any, for ANY_REF_TYPE). A class whose
+        # instances have a __dict__ could override ref_type per object: set_item
+        # checks those one by one.
+        ref_type = self._ref_type
+        for cls in set(map(type, values)):
+            if cls is not _NONE_TYPE and not (
+                    issubclass(cls, RefObject) and not cls.__dictoffset__
+                    and (ref_type is ANY_REF_TYPE or cls.ref_type is ref_type)):
+                return False
+        self._values = values
+        return True
 
     def _variant_tags(self, start, end):
         return [_EMPTY if obj is None else _REF for obj in self._values[start:end]]
