@@ -151,7 +151,7 @@ CDEF = """
       uint32_t region;
     } vmrt_pool_task_t;
     typedef struct vmrt_pool vmrt_pool_t;
-    vmrt_pool_t* vmrt_pool_create(uint32_t participants);
+    vmrt_pool_t* vmrt_pool_create(uint32_t participants, int pin_workers);
     void vmrt_pool_destroy(vmrt_pool_t* pool);
     int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks,
                           vmrt_dispatch_block_t* blocks, uint32_t count);

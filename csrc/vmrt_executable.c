@@ -337,15 +337,27 @@ int vmrt_library_dispatch_shared(const vmrt_library_t* lib, uint32_t ordinal,
                                  uint32_t processor_id, void* local_memory,
                                  uint32_t local_memory_size) {
   uint64_t grain = b->grain ? b->grain : 1;
+  /* Guided: each take is the rest divided as the first take divided the whole
+   * (total / grain ways), at most `grain` and at least 1, so the last takes are
+   * single workgroups and no participant is left holding a large share while
+   * the others wait at the region's end. */
+  uint64_t ways = total / grain ? total / grain : 1;
+  uint64_t start = __atomic_load_n(&b->next, __ATOMIC_RELAXED);
   for (;;) {
-    uint64_t start = __atomic_fetch_add(&b->next, grain, __ATOMIC_RELAXED);
     if (start >= total) return 0;
-    uint64_t stop = total - start < grain ? total : start + grain;
+    uint64_t take = (total - start) / ways;
+    if (take < 1) take = 1;
+    if (take > grain) take = grain;
+    if (!__atomic_compare_exchange_n(&b->next, &start, start + take, 1, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
+      continue; /* (start now holds the counter another participant moved) */
+    uint64_t stop = start + take;
     int ret = vmrt_library_dispatch(lib, ordinal, b, start, stop, processor_id,
                                     local_memory, local_memory_size);
     if (ret) return ret;
     /* Release: whoever sees the count sees the workgroups' writes. */
     __atomic_add_fetch(&b->done, stop - start, __ATOMIC_RELEASE);
+    start = __atomic_load_n(&b->next, __ATOMIC_RELAXED);
   }
 }
 

@@ -175,9 +175,10 @@ int vmrt_dispatch_blocks_bind(vmrt_dispatch_block_t* blocks, uint32_t count,
                               const uint64_t* addresses, const uint64_t* lengths,
                               size_t total);
 
-/* Runs workgroups of [0, total) taken block->grain at a time from block->next
- * until none are left: every worker of a dispatch calls it, so a worker that
- * gets a core late takes less work (IREE's task system balances the same way). */
+/* Runs workgroups of [0, total) taken from block->next, at most block->grain at a
+ * time and fewer as they run out, until none are left: every worker of a dispatch
+ * calls it, so a worker that gets a core late takes less work (IREE's task system
+ * balances the same way), and the last takes are single workgroups. */
 int vmrt_library_dispatch_shared(const vmrt_library_t* library, uint32_t ordinal,
                                  vmrt_dispatch_block_t* block, uint64_t total,
                                  uint32_t processor_id, void* local_memory,

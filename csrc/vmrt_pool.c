@@ -49,12 +49,14 @@
 typedef struct vmrt_pool_worker {
   struct vmrt_pool* pool;
   uint32_t index;
+  int cpu; /* the CPU it is pinned to, or -1 */
 } vmrt_pool_worker_t;
 
 struct vmrt_pool {
   pthread_mutex_t run_lock; /* one run at a time */
   pid_t pid;                /* the creator's: a forked child has no threads */
   uint32_t participants;
+  cpu_set_t worker_cpus; /* the CPUs workers are pinned to (none: not pinned) */
   uint32_t thread_count;
   pthread_t threads[VMRT_POOL_MAX];
   vmrt_pool_worker_t workers[VMRT_POOL_MAX];
@@ -132,6 +134,55 @@ static void help(vmrt_pool_t* pool, uint32_t self, uint32_t* seen) {
   }
 }
 
+/* Workers are pinned one per CPU the process may use, as IREE pins its workers to
+ * its topology's cores: the i-th of those CPUs (modulo their count) for worker i,
+ * so the first is left to the caller. Unpinned, a worker and the caller often
+ * shared one core of a small machine while the other idled. */
+static void choose_cpus(vmrt_pool_t* pool, int pin_workers) {
+  cpu_set_t allowed;
+  CPU_ZERO(&pool->worker_cpus);
+  for (uint32_t i = 0; i < VMRT_POOL_MAX; ++i) pool->workers[i].cpu = -1;
+  if (!pin_workers || sched_getaffinity(0, sizeof(allowed), &allowed)) return;
+  int count = CPU_COUNT(&allowed);
+  if (count < 2) return;
+  int cpus[CPU_SETSIZE], found = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE && found < count; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) cpus[found++] = cpu;
+  for (uint32_t i = 1; i < pool->participants; ++i) {
+    pool->workers[i].cpu = cpus[i % (uint32_t)found];
+    CPU_SET(pool->workers[i].cpu, &pool->worker_cpus);
+  }
+}
+
+/* Starts a worker thread, already pinned to its CPU (no moment unpinned). */
+static int start_worker(vmrt_pool_t* pool, vmrt_pool_worker_t* worker) {
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr)) return -1;
+  if (worker->cpu >= 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(worker->cpu, &one);
+    pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
+  }
+  int failed = pthread_create(&pool->threads[pool->thread_count], &attr, worker_main, worker);
+  pthread_attr_destroy(&attr);
+  return failed;
+}
+
+/* The caller steps off the workers' CPUs for a run when it is on one (the
+ * scheduler put it there while the worker slept): 1 and `saved` holds its own
+ * affinity, to restore after the run (it then stays where it moved). */
+static int step_aside(const vmrt_pool_t* pool, cpu_set_t* saved) {
+  int cpu = sched_getcpu();
+  if (cpu < 0 || !CPU_ISSET(cpu, &pool->worker_cpus)) return 0;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(*saved), saved)) return 0;
+  cpu_set_t others;
+  CPU_XOR(&others, saved, &pool->worker_cpus);
+  CPU_AND(&others, &others, saved);
+  if (!CPU_COUNT(&others)) return 0;
+  return pthread_setaffinity_np(pthread_self(), sizeof(others), &others) == 0;
+}
+
 static void* worker_main(void* arg) {
   vmrt_pool_worker_t* worker = arg;
   vmrt_pool_t* pool = worker->pool;
@@ -155,13 +206,14 @@ static void stop_threads(vmrt_pool_t* pool) {
   pool->thread_count = 0;
 }
 
-vmrt_pool_t* vmrt_pool_create(uint32_t participants) {
+vmrt_pool_t* vmrt_pool_create(uint32_t participants, int pin_workers) {
   if (participants < 1 || participants > VMRT_POOL_MAX) return NULL;
   vmrt_pool_t* pool = calloc(1, sizeof(*pool));
   if (!pool) return NULL;
   pthread_mutex_init(&pool->run_lock, NULL);
   pool->pid = getpid();
   pool->participants = participants;
+  choose_cpus(pool, pin_workers);
   /* Workers block every signal: the host's handlers run on its own threads. */
   sigset_t all, previous;
   sigfillset(&all);
@@ -169,9 +221,7 @@ vmrt_pool_t* vmrt_pool_create(uint32_t participants) {
   for (uint32_t i = 1; i < participants; ++i) {
     pool->workers[i].pool = pool;
     pool->workers[i].index = i;
-    if (pthread_create(&pool->threads[pool->thread_count], NULL, worker_main,
-                       &pool->workers[i]))
-      break;
+    if (start_worker(pool, &pool->workers[i])) break;
     pool->thread_count++;
   }
   pthread_sigmask(SIG_SETMASK, &previous, NULL);
@@ -310,7 +360,10 @@ int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks,
   pool->tasks = tasks;
   pool->blocks = blocks;
   pool->stop = 0;
+  cpu_set_t saved;
+  int stepped = step_aside(pool, &saved);
   run_shared(pool, tasks, count);
+  if (stepped) pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
   pool->tasks = NULL;
   pool->blocks = NULL;
   pthread_mutex_unlock(&pool->run_lock);

@@ -27,8 +27,10 @@ typedef struct vmrt_pool_task_t {
 typedef struct vmrt_pool vmrt_pool_t;
 
 /* A pool of `participants` (at most 64): the caller of vmrt_pool_run and
- * participants - 1 threads. NULL when out of memory or threads. */
-vmrt_pool_t* vmrt_pool_create(uint32_t participants);
+ * participants - 1 threads, with `pin_workers` each pinned to one CPU the process
+ * may use (thread i to the i-th, modulo their count: the caller keeps the first
+ * free). NULL when out of memory or threads. */
+vmrt_pool_t* vmrt_pool_create(uint32_t participants, int pin_workers);
 
 /* Stops and joins the threads; frees local memory. */
 void vmrt_pool_destroy(vmrt_pool_t* pool);

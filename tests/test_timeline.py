@@ -90,19 +90,37 @@ def _meeting_kernels():
     return {"ex::left": meet, "ex::right": meet}
 
 
-def _run_pair(hooks=()):
+def _run_pair(hooks=(), inline_ready: bool = False):
     with StreamRunner(_pair_module(), _meeting_kernels(), device="local-task", worker_count=2,
-                      hooks=hooks) as runner:
+                      hooks=hooks, device_options={"inline_ready": inline_ready}) as runner:
         return runner.call("f", [bytes(range(64))]), runner
+
+
+def _pair_trace(inline_ready: bool) -> dict:
+    timeline = Timeline()
+    with timeline:
+        results, _ = _run_pair([TimelineHooks(timeline)], inline_ready)
+    assert [r.tobytes() for r in results] == [bytes(range(64))] * 2
+    return timeline.to_json()
 
 
 @pytest.fixture(scope="module")
 def pair_trace():
-    timeline = Timeline()
-    with timeline:
-        results, _ = _run_pair([TimelineHooks(timeline)])
-    assert [r.tobytes() for r in results] == [bytes(range(64))] * 2
-    return timeline.to_json()
+    """Queue work on an issue thread (inline_ready=False: the asynchronous path)."""
+    return _pair_trace(False)
+
+
+def test_ready_work_with_nothing_in_flight_runs_on_the_submitting_thread():
+    """local-task's default: a queue.execute whose wait is reached, submitted while
+    nothing is in flight, runs on the main thread (no issue thread, no fence wait);
+    its two dispatches still overlap on two threads."""
+    trace = _pair_trace(True)
+    threads = per_thread(trace["traceEvents"])
+    main_thread = [e["name"] for e in threads["MainThread"]]
+    assert "queue.execute" in main_thread and "fence.wait" not in main_thread
+    assert not any(name.startswith("vmrt-hal-issue") for name in threads)
+    dispatches = [e for e in trace["traceEvents"] if e.get("cat") == "dispatch"]
+    assert len({e["tid"] for e in dispatches}) == 2
 
 
 def test_the_trace_is_trace_event_json(pair_trace):

@@ -58,3 +58,83 @@ def test_local_task_matches_local_sync_100_times(module_path):
             got = work(a, b, c)
             for g, e in zip(got, expected):
                 np.testing.assert_array_equal(g, e)
+
+
+# -- where queue work runs ---------------------------------------------------------------------
+def _host_call_thread(device, wait=None):
+    """(the thread a queue host call ran on, its signal fence), the call submitted
+    on this thread."""
+    import threading
+    ran = []
+    signal = device.create_fence()
+    device.queue_host_call(-1, wait, signal, lambda: ran.append(threading.current_thread()))
+    signal.wait()
+    return ran[0], signal
+
+
+def test_ready_work_runs_on_the_submitting_thread_when_nothing_is_in_flight():
+    import threading
+    from vmrt.hal import create_device
+    device = create_device("local-task", worker_count=2)
+    try:
+        assert _host_call_thread(device)[0] is threading.current_thread()
+        # A wait not reached yet: on an issue thread, once it is.
+        gate = device.create_fence()
+        later = threading.Timer(0.05, gate.signal)
+        later.start()
+        assert _host_call_thread(device, gate)[0].name.startswith("vmrt-hal-issue")
+        later.join()
+        # Off (inline_ready=False): always on an issue thread.
+        strict = create_device("local-task", worker_count=2, inline_ready=False)
+        assert _host_call_thread(strict)[0].name.startswith("vmrt-hal-issue")
+        strict.close()
+    finally:
+        device.close()
+
+
+def test_work_queued_behind_pending_work_keeps_its_order():
+    """Work submitted while earlier work waits goes behind it, not inline ahead."""
+    import threading
+    from vmrt.hal import create_device
+    device = create_device("local-task", worker_count=2)
+    try:
+        order, gate = [], device.create_fence()
+        first, second = device.create_fence(), device.create_fence()
+        device.queue_host_call(-1, gate, first, lambda: order.append("first"))
+        device.queue_host_call(-1, first, second, lambda: order.append("second"))
+        threading.Timer(0.02, gate.signal).start()
+        second.wait()
+        assert order == ["first", "second"]
+    finally:
+        device.close()
+
+
+def test_a_failure_of_inline_work_reaches_the_signal_fence_not_the_submitter():
+    from vmrt.errors import VmrtError
+    from vmrt.hal import HalError, create_device
+    from vmrt.errors import StatusCode
+    device = create_device("local-task", worker_count=2)
+    try:
+        signal = device.create_fence()
+
+        def fail():
+            raise HalError("disk on fire", StatusCode.DATA_LOSS)
+        device.queue_host_call(-1, None, signal, fail)  # (no raise here)
+        with pytest.raises(VmrtError) as info:
+            signal.wait()
+        assert info.value.code == StatusCode.DATA_LOSS and "disk on fire" in str(info.value)
+    finally:
+        device.close()
+
+
+def test_default_worker_count_is_the_cpus_the_process_may_use():
+    """Not the machine's count: a process confined to one CPU (taskset, a container's
+    cpuset) gets one worker, not one per CPU it cannot use."""
+    import subprocess
+    import sys
+    script = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+              "from vmrt.hal import create_device; d = create_device('local-task'); "
+              "print(d.worker_count); d.close()")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "1"

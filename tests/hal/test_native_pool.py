@@ -235,3 +235,54 @@ def test_a_region_starts_after_the_last_workgroup_of_the_previous_one(build):
             assert _values(c) == expected, run
     finally:
         device.close()
+
+
+_THREAD_MASKS = """
+import json, os
+from vmrt.hal.native_loader import NativePool
+before = set(os.listdir("/proc/self/task"))
+pool = NativePool(3)
+threads = set(os.listdir("/proc/self/task")) - before
+print(json.dumps(sorted(sorted(os.sched_getaffinity(int(t))) for t in threads)))
+pool.close()
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+@pytest.mark.parametrize("setting", [None, "0"])
+def test_pool_threads_are_pinned_one_per_cpu_unless_told_not_to(setting):
+    """A pool's threads are each pinned to one CPU the process may use, the first
+    left to the caller (IREE pins its workers likewise); VMRT_POOL_PIN=0: unpinned.
+    (In a child process: no other thread starts meanwhile.)"""
+    import json
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "VMRT_POOL_PIN"}
+    if setting is not None:
+        env["VMRT_POOL_PIN"] = setting
+    masks = json.loads(subprocess.run([sys.executable, "-c", _THREAD_MASKS], env=env,
+                                      capture_output=True, text=True, check=True).stdout)
+    allowed = sorted(os.sched_getaffinity(0))
+    if setting is None:
+        assert masks == sorted([[allowed[1 % len(allowed)]], [allowed[2 % len(allowed)]]])
+    else:
+        assert masks == [allowed, allowed]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_a_caller_on_a_workers_cpu_steps_aside_for_the_run_only(build):
+    """A run whose caller sits on a pinned worker's CPU moves it off for the run
+    (else the two share that core) and gives it back its own affinity after."""
+    allowed = sorted(os.sched_getaffinity(0))
+    device = create_device("local-task", worker_count=2)
+    try:
+        executable = device.create_executable(EMBEDDED_FORMAT, build())
+        os.sched_setaffinity(0, {allowed[1]})  # where the pool's one worker is pinned
+        os.sched_setaffinity(0, allowed)       # (still on that CPU, free to move)
+        a, b = _buffer(device, list(range(ELEMENTS))), _buffer(device, [0] * ELEMENTS)
+        _run(device, _chain(executable, a, b, 4))
+        assert _values(a) == [v + 4 * 5 // 2 for v in range(ELEMENTS)]
+        assert sorted(os.sched_getaffinity(0)) == allowed
+    finally:
+        os.sched_setaffinity(0, allowed)
+        device.close()

@@ -221,12 +221,17 @@ class Fence(RefObject):
                 pending = True
         return (StatusCode.DEFERRED if pending else StatusCode.OK), None
 
-    def is_reached(self) -> bool:
-        """True when every timepoint is reached; raises a failure."""
+    def passed(self) -> bool:
+        """True when every timepoint is reached and none failed (no lock: a value
+        only grows, a failure stays)."""
         for semaphore, value in self.timepoints.items():
             if semaphore._value < value or semaphore._failure is not None:
-                break
-        else:
+                return False
+        return True
+
+    def is_reached(self) -> bool:
+        """True when every timepoint is reached; raises a failure."""
+        if self.passed():
             return True
         code, error = self.status()
         if error is not None:

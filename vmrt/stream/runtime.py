@@ -43,7 +43,8 @@ class StreamRunner:
     ExecutionHooks for the context, e.g. TimelineHooks)."""
 
     def __init__(self, module, kernels=None, *, device: str = "local-task",
-                 parameters=None, worker_count: int | None = None, hooks=()):
+                 parameters=None, worker_count: int | None = None, hooks=(),
+                 device_options=None):
         from vmrt.modules.hal import HalModule
         from vmrt.vm.context import Context
         from vmrt.vm.module import load_module
@@ -53,6 +54,7 @@ class StreamRunner:
         self.module = module
         options = {"worker_count": worker_count} if device == "local-task" and worker_count \
             else {}
+        options.update(device_options or {})  # (create_device's, e.g. inline_ready)
         self.device = create_device(device, loaders=[VmvxLoader(), PythonLoader(
             as_registry(kernels))], **options)
         natives = [HalModule([self.device], host_arrays=False)]
