@@ -154,6 +154,8 @@ static void choose_cpus(vmrt_pool_t* pool, int pin_workers) {
   }
 }
 
+static void* worker_main(void* arg);
+
 /* Starts a worker thread, already pinned to its CPU (no moment unpinned). */
 static int start_worker(vmrt_pool_t* pool, vmrt_pool_worker_t* worker) {
   pthread_attr_t attr;
