@@ -99,6 +99,33 @@ def test_importer_imports_each_memory_as_import_buffer_does(allocator):
     assert defaults.allowed_usage & DEFAULT == DEFAULT
 
 
+def test_views_handed_over_are_kept_and_checked_as_wrapped_memory_is(allocator):
+    read = int(MemoryAccess.READ)
+    import_view = allocator.importer(DEVICE_LOCAL, DEFAULT, read, views_handed_over=True)
+    view = memoryview(bytes(range(8)))[2:6]
+    buffer = import_view(view)
+    assert buffer.storage is view and bytes(buffer.view()) == bytes(range(2, 6))
+    assert allocator.statistics.buffers_imported == 1
+    words = import_view(memoryview(np.arange(4, dtype=np.int16)))  # bytes, as wrap sees them
+    assert words.byte_length == 8 and words.storage.format == "B"
+    with pytest.raises(HalError) as info:
+        import_view(memoryview(bytes(8))[::2])
+    assert info.value.code == StatusCode.INVALID_ARGUMENT
+    with pytest.raises(HalError) as info:
+        allocator.importer(DEVICE_LOCAL, DEFAULT, int(MemoryAccess.ALL),
+                           views_handed_over=True)(view)
+    assert info.value.code == StatusCode.PERMISSION_DENIED
+    lent_bytes = import_view(b"\x01\x02\x03")  # (a provider lending other memory: viewed)
+    assert lent_bytes.map_read(0, 3) == b"\x01\x02\x03"
+
+
+def test_wrapped_memory_outlives_the_view_the_caller_passed(allocator):
+    view = memoryview(bytearray(b"abcd"))
+    buffer = allocator.import_buffer(view, DEVICE_LOCAL, DEFAULT)
+    view.release()
+    assert buffer.map_read(0, 4) == b"abcd"
+
+
 def test_imported_memory_is_not_copied(allocator):
     array = np.zeros(4, np.float32)
     buffer = allocator.import_buffer(array, DEVICE_LOCAL, DEFAULT)

@@ -148,6 +148,53 @@ def test_submission_checks_each_buffer_whatever_passed_before():
     device.queue_execute(-1, None, None, command_buffer, [(good, 0, 4)])
 
 
+
+def test_recorded_direct_bindings_are_admitted_for_each_need_by_itself():
+    """What passed for one kind of command (a copy source, an advice needing
+    nothing) or with other properties is checked again for another."""
+    device = create_device("local-sync")
+    read_only = device.allocator.import_buffer(bytearray(8), DEVICE_LOCAL, DEFAULT,
+                                               int(MemoryAccess.READ))
+    writable = device.allocator.allocate_buffer(DEVICE_LOCAL, DEFAULT, 8)
+    command_buffer = device.create_command_buffer(0, ANY_CATEGORY)
+    command_buffer.begin()
+    for _ in range(2):  # the second time from what was admitted
+        command_buffer.copy_buffer((read_only, 0, 0, 4), (writable, 0, 0, 4))
+        command_buffer.advise_buffer((read_only, 0, 0, -1))
+    for record in (lambda: command_buffer.copy_buffer((writable, 0, 0, 4), (read_only, 0, 4, 4)),
+                   lambda: command_buffer.fill_buffer((read_only, 0, 0, 4), b"\x01")):
+        with pytest.raises(HalError) as failure:
+            record()
+        assert failure.value.code == StatusCode.PERMISSION_DENIED
+    writable.allowed_usage &= ~int(BufferUsage.TRANSFER_TARGET)  # properties never admitted
+    with pytest.raises(HalError) as failure:
+        command_buffer.copy_buffer((read_only, 0, 0, 4), (writable, 0, 0, 4))
+    assert failure.value.code == StatusCode.PERMISSION_DENIED
+
+
+def test_slot_requirements_that_grow_check_admitted_buffers_again():
+    from vmrt.hal.command_buffer import BindingNeeds, Requirements, validate_binding
+    from vmrt.hal.types import BufferCompatibility
+    allocator = HeapAllocator()
+    read, write = int(MemoryAccess.READ), int(MemoryAccess.WRITE)
+    read_only = allocator.import_buffer(bytearray(8), DEVICE_LOCAL, DEFAULT, read)
+    transfer, visible = int(BufferCompatibility.QUEUE_TRANSFER), int(MemoryType.DEVICE_VISIBLE)
+    source = BindingNeeds(transfer, int(BufferUsage.TRANSFER_SOURCE), read, visible)
+    target = BindingNeeds(transfer, int(BufferUsage.TRANSFER_TARGET), write, visible)
+    requirements = Requirements()
+    requirements.merge(source, 8, 0)
+    for _ in range(2):  # the second time from what was admitted
+        validate_binding(allocator, read_only, 0, 8, requirements)
+    requirements.merge(source, 4, 0)  # needs nothing more: what passed stays admitted
+    assert requirements.admitted
+    with pytest.raises(HalError) as failure:  # the range is checked whatever was admitted
+        validate_binding(allocator, read_only, 0, 6, requirements)
+    assert failure.value.code == StatusCode.OUT_OF_RANGE
+    requirements.merge(target, 8, 0)
+    with pytest.raises(HalError) as failure:
+        validate_binding(allocator, read_only, 0, 8, requirements)
+    assert failure.value.code == StatusCode.PERMISSION_DENIED
+
 # -- host arrays in and out ----------------------------------------------------------------------
 class _ArrayLike:
     """An object exposing __array_interface__ itself (not through its class)."""

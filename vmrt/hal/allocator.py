@@ -117,15 +117,18 @@ class HeapAllocator(RefObject):
         return self.importer(memory_type, usage, access, queue_affinity)(memory)
 
     def importer(self, memory_type: int, usage: int, access: int = 0,
-                 queue_affinity: int = -1):
+                 queue_affinity: int = -1, *, views_handed_over: bool = False):
         """import_buffer with these parameters, checked once: a function of the memory
-        (a parameter load imports hundreds of buffers alike)."""
+        (a parameter load imports hundreds of buffers alike). With `views_handed_over`
+        the memory is a memoryview made for the import that the caller never releases:
+        the buffer keeps it (Buffer.adopt)."""
         memory_type, usage, access = canonical_params(memory_type, usage, access)
         compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
         if not compatibility & _IMPORTABLE:
             raise HalError("allocator cannot import a buffer with the given parameters",
                            StatusCode.INVALID_ARGUMENT)
-        statistics, wrap = self.statistics, Buffer.wrap
+        statistics = self.statistics
+        wrap = Buffer.adopt if views_handed_over else Buffer.wrap
 
         def import_memory(memory) -> Buffer:
             buffer = wrap(memory, memory_type, access, usage, queue_affinity)

@@ -181,15 +181,16 @@ class Buffer(RefObject):
                  "_preserve_count", "_decommitted", "charge", "copy_on_write", "_address")
 
     def __init__(self, storage: memoryview, memory_type: int, allowed_access: int,
-                 allowed_usage: int, *, allocated: "Buffer | None" = None, byte_offset: int = 0,
-                 byte_length: int | None = None, queue_affinity: int = -1):
+                 allowed_usage: int, queue_affinity: int = -1, *,
+                 allocated: "Buffer | None" = None, byte_offset: int = 0,
+                 byte_length: int | None = None):
         # None for an allocated buffer: a buffer never refers to itself, so dropping
         # the last reference frees it (and gives back its `charge`) at once.
         self._root = allocated
         self.storage = storage
         self.byte_offset = byte_offset
-        self.byte_length = len(storage) - byte_offset if byte_length is None else byte_length
-        self.allocation_size = len(storage)
+        self.allocation_size = size = len(storage)
+        self.byte_length = size - byte_offset if byte_length is None else byte_length
         self.memory_type = memory_type
         self.allowed_access = allowed_access
         self.allowed_usage = allowed_usage
@@ -227,7 +228,7 @@ class Buffer(RefObject):
             raise HalError(f"cannot allocate a buffer of {size} bytes",
                            StatusCode.RESOURCE_EXHAUSTED) from None
         buffer = cls(data if address is not None else memoryview(data), memory_type,
-                     allowed_access, allowed_usage, queue_affinity=queue_affinity)
+                     allowed_access, allowed_usage, queue_affinity)
         buffer._address = address
         return buffer
 
@@ -251,8 +252,7 @@ class Buffer(RefObject):
         for data, offset in zip(contents, offsets):
             storage = block[offset:offset + len(data)]
             storage[:] = data
-            buffer = cls(storage, memory_type, allowed_access, allowed_usage,
-                         queue_affinity=queue_affinity)
+            buffer = cls(storage, memory_type, allowed_access, allowed_usage, queue_affinity)
             buffer._address = base + offset
             buffers.append(buffer)
         return buffers
@@ -262,7 +262,19 @@ class Buffer(RefObject):
              queue_affinity: int = -1) -> "Buffer":
         """A buffer over existing host memory (no copy): anything exposing a
         contiguous buffer. Read-only memory only admits READ access."""
-        view = memoryview(memory)
+        # Over a view of its own: a caller's release() of a memoryview it passed
+        # would otherwise take the buffer's bytes away.
+        return cls.adopt(memoryview(memory), memory_type, allowed_access, allowed_usage,
+                         queue_affinity)
+
+    @classmethod
+    def adopt(cls, view: memoryview, memory_type: int, allowed_access: int,
+              allowed_usage: int, queue_affinity: int = -1) -> "Buffer":
+        """wrap of a memoryview the caller hands over and never releases (a slice
+        made for this buffer): the buffer keeps `view` itself, saving a view of it
+        (parameter loads import hundreds of such slices). Anything else is viewed."""
+        if view.__class__ is not memoryview:  # (a provider lending other memory)
+            view = memoryview(view)
         if view.format != "B" or view.ndim != 1:
             if not view.c_contiguous:
                 raise HalError("imported host memory must be contiguous",
@@ -273,8 +285,7 @@ class Buffer(RefObject):
         if view.readonly and allowed_access & _ACCESS_WRITE:
             raise HalError("read-only host memory cannot be imported for writing",
                            StatusCode.PERMISSION_DENIED)
-        return cls(view, memory_type, allowed_access, allowed_usage,
-                   queue_affinity=queue_affinity)
+        return cls(view, memory_type, allowed_access, allowed_usage, queue_affinity)
 
     @property
     def allocated(self) -> "Buffer":

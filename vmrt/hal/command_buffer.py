@@ -35,7 +35,6 @@ _QUEUE_DISPATCH = int(BufferCompatibility.QUEUE_DISPATCH)
 _ACCESS_ANY = int(MemoryAccess.ANY)
 _ACCESS_READ = int(MemoryAccess.READ)
 _ACCESS_WRITE = int(MemoryAccess.WRITE)
-_ACCESS_READ_WRITE = int(MemoryAccess.READ | MemoryAccess.WRITE)
 _USAGE_TRANSFER_SOURCE = int(BufferUsage.TRANSFER_SOURCE)
 _USAGE_TRANSFER_TARGET = int(BufferUsage.TRANSFER_TARGET)
 _USAGE_DISPATCH_STORAGE = int(BufferUsage.DISPATCH_STORAGE)
@@ -46,6 +45,48 @@ _WORKGROUP_COUNT = struct.Struct("<3I")
 #: What one recorded command (or binding reference) is charged under limits, besides
 #: the bytes it copies: about its Python objects' size.
 _COMMAND_BYTES = 160
+#: How many buffer properties a BindingNeeds remembers as admitted.
+_ADMITTED_PROPERTIES = 64
+
+
+class BindingNeeds:
+    """What one kind of recorded command needs of each buffer it references
+    (queue compatibility, usage, access, memory type), with the buffer
+    properties (memory type, usage, access) that passed the checks against it:
+    a model records hundreds of copies and dispatches of buffers alike. A
+    bounded number are remembered, whatever a module records."""
+
+    __slots__ = ("compatibility", "usage", "access", "memory_type", "admitted")
+
+    def __init__(self, compatibility: int, usage: int, access: int, memory_type: int):
+        self.compatibility = compatibility
+        self.usage = usage
+        self.access = access
+        self.memory_type = memory_type
+        self.admitted: set[tuple[int, int, int]] = set()
+
+    def admit(self, buffer, properties: tuple[int, int, int]) -> None:
+        """validate_binding of a direct reference when it is recorded, then its
+        `properties` are admitted. Its binding is the buffer from 0 to the
+        reference's end, so only the buffer's own properties can fail here (the
+        range is checked when the command runs). Only the heap allocator exists,
+        so its compatibility rule is used directly."""
+        if self.usage:  # (advise_buffer requires nothing of a direct reference)
+            _validate_binding_properties(buffer, self, queue_compatibility(
+                buffer.memory_type, buffer.allowed_usage & self.usage))
+        if len(self.admitted) < _ADMITTED_PROPERTIES:
+            self.admitted.add(properties)
+
+
+_ADVISE_NEEDS = BindingNeeds(0, 0, 0, _DEVICE_VISIBLE)
+_SOURCE_NEEDS = BindingNeeds(_QUEUE_TRANSFER, _USAGE_TRANSFER_SOURCE, _ACCESS_READ,
+                             _DEVICE_VISIBLE)
+_TARGET_NEEDS = BindingNeeds(_QUEUE_TRANSFER, _USAGE_TRANSFER_TARGET, _ACCESS_WRITE,
+                             _DEVICE_VISIBLE)
+_WORKGROUP_COUNT_NEEDS = BindingNeeds(_QUEUE_DISPATCH, _USAGE_INDIRECT_PARAMETERS, _ACCESS_READ,
+                                      _DEVICE_VISIBLE)
+_DISPATCH_BINDING_NEEDS = BindingNeeds(_QUEUE_DISPATCH, _USAGE_DISPATCH_STORAGE, _ACCESS_ANY,
+                                       _DEVICE_VISIBLE)
 
 
 class Requirements:
@@ -53,26 +94,34 @@ class Requirements:
     iree_hal_buffer_binding_requirements_t); merged per binding-table slot."""
 
     __slots__ = ("compatibility", "usage", "access", "memory_type", "max_byte_offset",
-                 "alignment", "admitted")
+                 "alignment", "merged_needs", "admitted")
 
     def __init__(self):  # nothing needed yet: merge() adds each use
         self.compatibility = self.usage = self.access = self.memory_type = 0
         self.max_byte_offset = self.alignment = 0
+        #: The BindingNeeds merged so far: merging one again cannot add to the four above.
+        self.merged_needs: set[BindingNeeds] = set()
         #: (memory type, usage, access) of buffers that passed the checks of their
         #: properties (a reusable command buffer sees the same few on every submit).
         self.admitted: set[tuple[int, int, int]] = set()
 
-    def merge(self, compatibility: int, usage: int, access: int, memory_type: int,
-              max_byte_offset: int, alignment: int) -> None:
-        self.admitted = set()
-        self.compatibility |= compatibility
-        self.usage |= usage
-        self.access |= access
-        self.memory_type |= memory_type
+    def merge(self, needs: BindingNeeds, max_byte_offset: int, alignment: int) -> None:
+        if needs not in self.merged_needs:
+            self._merge_needs(needs)
         if max_byte_offset > self.max_byte_offset:
             self.max_byte_offset = max_byte_offset
         if alignment:
             self.alignment = math.lcm(self.alignment or 1, alignment)
+
+    def _merge_needs(self, needs: BindingNeeds) -> None:
+        self.merged_needs.add(needs)
+        before = (self.compatibility, self.usage, self.access, self.memory_type)
+        self.compatibility |= needs.compatibility
+        self.usage |= needs.usage
+        self.access |= needs.access
+        self.memory_type |= needs.memory_type
+        if (self.compatibility, self.usage, self.access, self.memory_type) != before:
+            self.admitted = set()  # they passed the checks against less than is needed now
 
 
 def validate_binding(allocator: HeapAllocator, buffer, offset: int, length: int,
@@ -85,7 +134,9 @@ def validate_binding(allocator: HeapAllocator, buffer, offset: int, length: int,
                        StatusCode.INVALID_ARGUMENT)
     properties = (buffer.memory_type, buffer.allowed_usage, buffer.allowed_access)
     if properties not in req.admitted:
-        _validate_binding_properties(allocator, buffer, req)
+        compatibility, _, _ = allocator.query_compatibility(
+            buffer.memory_type, buffer.allowed_usage & req.usage)
+        _validate_binding_properties(buffer, req, compatibility)
         if len(req.admitted) < 16:
             req.admitted.add(properties)
     if req.max_byte_offset > 0 and length != WHOLE_BUFFER and \
@@ -99,58 +150,19 @@ def validate_binding(allocator: HeapAllocator, buffer, offset: int, length: int,
                        StatusCode.INVALID_ARGUMENT)
 
 
-def _validate_binding_properties(allocator: HeapAllocator, buffer, req: Requirements) -> None:
-    """The checks of validate_binding that depend on the buffer's properties alone."""
-    compatibility, _, _ = allocator.query_compatibility(
-        buffer.memory_type, buffer.allowed_usage & req.usage)
-    if compatibility & req.compatibility != req.compatibility:
+def _validate_binding_properties(buffer, needs: BindingNeeds | Requirements,
+                                 compatibility: int) -> None:
+    """The checks of validate_binding that depend on the buffer's properties
+    alone; `compatibility` is what the allocator gives the buffer's memory type
+    with the usage needed."""
+    if compatibility & needs.compatibility != needs.compatibility:
         raise HalError("requested buffer usage is not supported for the buffer on this queue; "
                        f"buffer allows usage {format_buffer_usage(buffer.allowed_usage)}, "
-                       f"operation requires {format_buffer_usage(req.usage)}",
+                       f"operation requires {format_buffer_usage(needs.usage)}",
                        StatusCode.PERMISSION_DENIED)
-    validate_usage(buffer.allowed_usage, req.usage)
-    validate_access(buffer.allowed_access, req.access)
-    validate_memory_type(buffer.memory_type, req.memory_type)
-
-
-def validate_direct_binding(buffer, compatibility: int, usage: int, access: int,
-                            memory_type: int) -> None:
-    """validate_binding of a direct reference when it is recorded. Its binding
-    is the buffer from 0 to the reference's end, so only the buffer's own
-    properties can fail here (the range is checked when the command runs).
-    Only the heap allocator exists, so its compatibility rule is used directly.
-    Properties that passed are remembered (a model records hundreds of copies and
-    dispatches of buffers alike), a bounded number, whatever a module records."""
-    key = (buffer.memory_type, buffer.allowed_usage, buffer.allowed_access, compatibility,
-           usage, access, memory_type)
-    if key in _ADMITTED_DIRECT:
-        return
-    _validate_direct_binding(buffer, compatibility, usage, access, memory_type)
-    if len(_ADMITTED_DIRECT) < 256:
-        _ADMITTED_DIRECT.add(key)
-
-
-#: What validate_direct_binding let pass: (buffer memory type, usage, access, then
-#: what the command needs: compatibility, usage, access, memory type).
-_ADMITTED_DIRECT: set[tuple] = set()
-
-
-def _validate_direct_binding(buffer, compatibility: int, usage: int, access: int,
-                             memory_type: int) -> None:
-    allowed_usage = buffer.allowed_usage
-    if queue_compatibility(buffer.memory_type, allowed_usage & usage) & compatibility != \
-            compatibility:
-        raise HalError("requested buffer usage is not supported for the buffer on this queue; "
-                       f"buffer allows usage {format_buffer_usage(allowed_usage)}, "
-                       f"operation requires {format_buffer_usage(usage)}",
-                       StatusCode.PERMISSION_DENIED)
-    if allowed_usage & usage != usage:
-        validate_usage(allowed_usage, usage)
-    if not access & _ACCESS_ANY and (not access & _ACCESS_READ_WRITE or
-                                     buffer.allowed_access & access != access):
-        validate_access(buffer.allowed_access, access)
-    if buffer.memory_type & memory_type != memory_type:
-        validate_memory_type(buffer.memory_type, memory_type)
+    validate_usage(buffer.allowed_usage, needs.usage)
+    validate_access(buffer.allowed_access, needs.access)
+    validate_memory_type(buffer.memory_type, needs.memory_type)
 
 
 def resolve_ref(table, ref) -> tuple[object, int, int]:
@@ -345,26 +357,31 @@ class CommandBuffer(RefObject):
                            f"{format_command_category(self.categories)}",
                            StatusCode.FAILED_PRECONDITION)
 
-    def _require(self, ref, compatibility: int, usage: int, access: int, memory_type: int,
-                 alignment: int = 0) -> None:
+    def _require(self, ref, needs: BindingNeeds, alignment: int = 0) -> None:
         """Validates a direct reference now; an indirect one adds what it needs
         to its slot's requirements, checked against the binding table at submission."""
         buffer = ref[0]
         if buffer is not None:
-            if usage:  # (advise_buffer requires nothing)
-                validate_direct_binding(buffer, compatibility, usage, access, memory_type)
+            properties = (buffer.memory_type, buffer.allowed_usage, buffer.allowed_access)
+            if properties not in needs.admitted:
+                needs.admit(buffer, properties)
             return
-        slot = ref[1]
+        merged = self.slot_requirements.get(ref[1])
+        if merged is None:  # (_add_slot's checks depend on the slot alone: once is enough)
+            merged = self._add_slot(ref[1])
+        length = ref[3]
+        merged.merge(needs, ref[2] + length if length != WHOLE_BUFFER else 0, alignment)
+
+    def _add_slot(self, slot: int) -> Requirements:
+        """The requirements of a binding-table slot that no command used before."""
         if slot >= self.binding_capacity:
             raise HalError(f"indirect buffer reference slot {slot} is out range of the declared "
                            f"binding capacity of the command buffer {self.binding_capacity}",
                            StatusCode.OUT_OF_RANGE)
         if slot >= self.binding_count:
             self.binding_count = slot + 1
-        merged = self.slot_requirements.get(slot)
-        if merged is None:
-            self.slot_requirements[slot] = merged = Requirements()
-        merged.merge(compatibility, usage, access, memory_type, _end(ref), alignment)
+        self.slot_requirements[slot] = merged = Requirements()
+        return merged
 
     # -- commands ---------------------------------------------------------------------------------
     def begin_debug_group(self, label: str) -> None:
@@ -386,7 +403,7 @@ class CommandBuffer(RefObject):
     def advise_buffer(self, ref, flags: int = 0, arg0: int = 0, arg1: int = 0) -> None:
         self._check_recording(_TRANSFER)
         if self._validate:
-            self._require(ref, 0, 0, 0, _DEVICE_VISIBLE)
+            self._require(ref, _ADVISE_NEEDS)
 
     def fill_buffer(self, target, pattern: bytes, flags: int = 0) -> None:
         if not (self._open and self.categories & _TRANSFER):
@@ -401,8 +418,7 @@ class CommandBuffer(RefObject):
                            f"of one or more command (offset={offset}, length={length}, "
                            f"pattern_length={size})", StatusCode.INVALID_ARGUMENT)
         if self._validate:
-            self._require(target, _QUEUE_TRANSFER, _USAGE_TRANSFER_TARGET, _ACCESS_WRITE,
-                          _DEVICE_VISIBLE, size)
+            self._require(target, _TARGET_NEEDS, size)
         if self.charge is not None:
             self.charge.grow(_COMMAND_BYTES)
         self.commands.append(FillCommand(target, bytes(pattern)))
@@ -411,8 +427,7 @@ class CommandBuffer(RefObject):
         if not (self._open and self.categories & _TRANSFER):
             self._check_recording(_TRANSFER)
         if self._validate:
-            self._require(target, _QUEUE_TRANSFER, _USAGE_TRANSFER_TARGET, _ACCESS_WRITE,
-                          _DEVICE_VISIBLE)
+            self._require(target, _TARGET_NEEDS)
         # The source is copied now: the caller's memory may change after recording.
         if self.charge is not None:  # before the copy: its size is the caller's to pick
             self.charge.grow(_COMMAND_BYTES + len(data))
@@ -426,10 +441,8 @@ class CommandBuffer(RefObject):
                            f"{source[3]}, target_length={target[3]})",
                            StatusCode.INVALID_ARGUMENT)
         if self._validate:
-            self._require(source, _QUEUE_TRANSFER, _USAGE_TRANSFER_SOURCE, _ACCESS_READ,
-                          _DEVICE_VISIBLE)
-            self._require(target, _QUEUE_TRANSFER, _USAGE_TRANSFER_TARGET, _ACCESS_WRITE,
-                          _DEVICE_VISIBLE)
+            self._require(source, _SOURCE_NEEDS)
+            self._require(target, _TARGET_NEEDS)
             if source[0] is not None and target[0] is not None and buffers_overlap(
                     source[0], source[2], source[3], target[0], target[2], target[3]):
                 raise HalError("source and target ranges overlap within the same buffer",
@@ -470,14 +483,12 @@ class CommandBuffer(RefObject):
                                StatusCode.OUT_OF_RANGE)
             if self._validate:
                 ref = (workgroup_count_ref[0], workgroup_count_ref[1], offset, 12)
-                self._require(ref, _QUEUE_DISPATCH, _USAGE_INDIRECT_PARAMETERS, _ACCESS_READ,
-                              _DEVICE_VISIBLE, 4)
+                self._require(ref, _WORKGROUP_COUNT_NEEDS, 4)
         elif workgroup_count is None or len(workgroup_count) != 3:
             raise HalError("a dispatch needs three workgroup counts", StatusCode.INVALID_ARGUMENT)
         if self._validate:
             for ref in bindings:
-                self._require(ref, _QUEUE_DISPATCH, _USAGE_DISPATCH_STORAGE, _ACCESS_ANY,
-                              _DEVICE_VISIBLE)
+                self._require(ref, _DISPATCH_BINDING_NEEDS)
         if self.charge is not None:
             self.charge.grow(_COMMAND_BYTES + len(constants) + _COMMAND_BYTES * len(bindings))
         self.commands.append(DispatchCommand(
@@ -534,7 +545,3 @@ class CommandBuffer(RefObject):
                 self._plans[key] = plan
         return plan
 
-
-def _end(ref) -> int:
-    offset, length = ref[2], ref[3]
-    return offset + length if length != WHOLE_BUFFER else 0

@@ -169,7 +169,9 @@ class ParameterProvider:
                   views: bool = True) -> tuple[list, TransferPlan]:
         """(zero-copy views, plan) of a load: per span a read-only memoryview of its
         bytes when the provider can lend one (and `views`), else None; the plan
-        fills a span.length-byte buffer in slot i for every span i given None."""
+        fills a span.length-byte buffer in slot i for every span i given None.
+        A lent view is made for this load and handed over: the provider never
+        releases it (io_parameters' buffers keep it as their storage)."""
         spans = [as_span(span) for span in spans]
         _check_load_spans(spans)
 

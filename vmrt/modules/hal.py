@@ -68,7 +68,7 @@ _IMMUTABLE = int(BufferUsage.SHARING_IMMUTABLE)
 # -- argument helpers (public: modules over HAL objects, e.g. io_parameters, use them) -------------
 def deref(value, cls, what: str):
     """`value` when it is a `cls`; otherwise the null/wrong-type ref error naming `what`."""
-    if isinstance(value, cls):
+    if value.__class__ is cls or isinstance(value, cls):  # (the usual case, without a call)
         return value
     raise null_ref_error(what, value)
 
@@ -104,7 +104,7 @@ def _i32(value: int) -> int:
 
 def _ref(buffer, slot: int, offset: int, length: int):
     """A command buffer reference: direct when `buffer` is given, else slot `slot`."""
-    if buffer is not None and not isinstance(buffer, Buffer):
+    if buffer is not None and buffer.__class__ is not Buffer and not isinstance(buffer, Buffer):
         raise null_ref_error("buffer", buffer)
     return buffer, slot & _UINT32_MAX, offset, length
 

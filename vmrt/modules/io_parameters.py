@@ -163,8 +163,10 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
             lend = bool(usage & _IMMUTABLE) and bool(
                 allocator.query_compatibility(memory_types, usage)[0] & _IMPORTABLE)
             lent, plan = self.providers.plan_load(scope, spans, views=lend)
-            # (made only for a view to import: it checks the parameters)
-            import_view = allocator.importer(memory_types, usage, _READ, target_queue_affinity) \
+            # (made only for a view to import: it checks the parameters). The lent views
+            # are the load's own (ParameterProvider.plan_load): the buffers keep them.
+            import_view = allocator.importer(memory_types, usage, _READ, target_queue_affinity,
+                                             views_handed_over=True) \
                 if any(view is not None for view in lent) else None
 
             def new_buffer(length: int) -> Buffer:  # filled by the plan
