@@ -288,11 +288,15 @@ def _dense_array(array):
 
 def buffer_view_from_numpy(array, device_or_allocator) -> BufferView:
     """A new buffer view holding a copy of a numpy array (C order, little-endian)."""
-    array, element_type = _dense_array(array)
+    return _view_of_dense(*_dense_array(array), _allocator_of(device_or_allocator))
+
+
+def _view_of_dense(array, element_type: int, allocator) -> BufferView:
+    """A buffer view holding a copy of a _dense_array result, in its own allocation."""
     # Every dtype maps to a whole-byte element type: the array's bytes are the view's;
     # and numpy's ranks (at most 64) are within MAX_RANK.
     size = array.nbytes
-    buffer = _allocator_of(device_or_allocator).allocate_buffer(
+    buffer = allocator.allocate_buffer(
         INPUT_MEMORY_TYPE, INPUT_USAGE, size,
         initial_data=memoryview(array).cast("B") if size else b"")
     return BufferView.of_dense(buffer, array.shape, element_type, size)
@@ -306,16 +310,17 @@ SHARED_INPUT_BYTES = 4096
 def buffer_views_from_numpy(arrays: list, device_or_allocator) -> list[BufferView]:
     """buffer_view_from_numpy of each array, the small ones (a call's usual inputs)
     copied into one allocation (HeapAllocator.allocate_copies)."""
+    allocator = _allocator_of(device_or_allocator)
     dense = [_dense_array(array) for array in arrays]
     small = [memoryview(array).cast("B") if array.nbytes else memoryview(b"")
              for array, _ in dense if array.nbytes <= SHARED_INPUT_BYTES]
-    shared = iter(_allocator_of(device_or_allocator).allocate_copies(
-        INPUT_MEMORY_TYPE, INPUT_USAGE, small) if small else ())
+    shared = iter(allocator.allocate_copies(INPUT_MEMORY_TYPE, INPUT_USAGE, small)
+                  if small else ())
     views = []
     for array, element_type in dense:
         size = array.nbytes
         if size > SHARED_INPUT_BYTES:
-            views.append(buffer_view_from_numpy(array, device_or_allocator))
+            views.append(_view_of_dense(array, element_type, allocator))
         else:
             views.append(BufferView.of_dense(next(shared), array.shape, element_type, size))
     return views

@@ -45,7 +45,6 @@ def as_error(exc: BaseException) -> VmrtError:
     return HalError(f"{type(exc).__name__}: {exc}", StatusCode.INTERNAL)
 
 
-
 def usable_cpus() -> int:
     """The CPUs this process may run on (its affinity mask, as a container or taskset
     sets it; all of the machine's where there is none): a local-task device's
@@ -54,6 +53,7 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
 
 class Device(RefObject):
     """A hal.device: allocator, executable loaders and queue operations.

@@ -6,11 +6,11 @@ both speaking IREE's executable library ABI; workgroups run in C without the GIL
 
 from __future__ import annotations
 
-import os
 import platform
 import sys
 import weakref
 
+from vmrt.environment import switched_on
 from vmrt.errors import HalError, StatusCode
 from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader, FunctionInfo
 from vmrt.memory import c_extension
@@ -234,8 +234,7 @@ class NativePool:
         if participants > 1:
             # Threads pinned one per CPU, as IREE pins its workers (on 2 cores, unpinned
             # ones ran memory-bound models 1.3-1.4x slower); VMRT_POOL_PIN=0: not pinned.
-            pin = os.environ.get("VMRT_POOL_PIN", "1").strip().lower() not in ("0", "off", "false", "no")
-            pool = _lib.vmrt_pool_create(min(participants, 64), int(pin))
+            pool = _lib.vmrt_pool_create(min(participants, 64), int(switched_on("VMRT_POOL_PIN")))
             if pool == _ffi.NULL:
                 raise HalError(f"cannot start {participants - 1} worker threads",
                                StatusCode.RESOURCE_EXHAUSTED)

@@ -71,6 +71,8 @@ import types
 import zlib
 from importlib.util import MAGIC_NUMBER
 
+from vmrt.environment import switched_on
+
 try:  # hashlib's import loads OpenSSL (~3 ms of start-up); its blake2b is this one
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - a Python built without the _blake2 module
@@ -101,7 +103,6 @@ REFRESH_SECONDS = 60
 #: generator and what it reads, and the makers of keyed snippets (compile_snippet).
 RUNTIME_PACKAGES = ("vmrt.vm", "vmrt.isa", "vmrt.format", "vmrt.native")
 
-_DISABLED = ("0", "off", "false", "no")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)
 
@@ -214,7 +215,7 @@ def default_cache() -> "CodeCache | None":
 
 def _settings() -> tuple[str, int] | None:
     """(directory, bound) of the cache the environment asks for, or None when it is off."""
-    if os.environ.get("VMRT_CACHE", "1").strip().lower() in _DISABLED:
+    if not switched_on("VMRT_CACHE"):
         return None
     path = cache_directory()
     return (path, max_bytes()) if path is not None else None

@@ -663,8 +663,7 @@ class Meter:
         call doing HAL work stops here once it must); the token resets it
         (leave_guard). What `guarded` does, in one call for the hot HAL paths."""
         guard = self.guard(frame)
-        if self._cancelled or self._deadline is not None or guard.deadline is not None:
-            _raise(self.interruption_at(guard.deadline))
+        guard.check()
         return _GUARD.set(guard)
 
     # -- depth ---------------------------------------------------------------------------------------
