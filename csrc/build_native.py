@@ -8,7 +8,8 @@ One extension, vmrt._cnative, holds:
   `extern "Python"` callbacks;
 - vmrt_caller.c: `vmrt._cnative.Caller`, the fast path for exports whose cconv
   has only scalars (installed into the module by vmrt_caller_install());
-- vmrt_example.c: the example C module `cexample` (vmrt/native/example.py).
+- vmrt_example.c: the example C module `cexample` (vmrt/native/example.py);
+- vmrt_files.c: the code cache's source records (vmrt/vm/code_cache.py).
 """
 
 from pathlib import Path
@@ -81,6 +82,9 @@ CDEF = """
     int32_t vmrt_example_live_states(void);
 
     int vmrt_caller_install(void);
+
+    int64_t vmrt_source_records(const char* directory, unsigned char* out, int64_t capacity,
+                                int64_t* out_count);
 
     /* Native CPU executables (vmrt_executable.c) */
     typedef struct vmrt_lib_dispatch_state_t {
@@ -204,6 +208,8 @@ static uint32_t vmrt_native_abi_version(void) { return VMRT_NATIVE_ABI_VERSION; 
 const vmrt_module_descriptor_t* vmrt_example_module(void);
 int32_t vmrt_example_live_states(void);
 int vmrt_caller_install(void);
+int64_t vmrt_source_records(const char* directory, unsigned char* out, int64_t capacity,
+                            int64_t* out_count);
 """
 
 
@@ -220,7 +226,7 @@ def make_builder(root: Path) -> FFI:
                  str(csrc / "vmrt_caller.c"), str(csrc / "vmrt_example.c"),
                  str(csrc / "vmrt_executable.c"), str(csrc / "vmrt_pool.c"),
                  # ELF loader (vmrt_elf.c)
-                 str(csrc / "vmrt_elf.c")],
+                 str(csrc / "vmrt_elf.c"), str(csrc / "vmrt_files.c")],
         include_dirs=[str(csrc), str(root / "vmrt" / "native" / "include")],
         extra_compile_args=["-O2", "-Wall", "-pthread"],
         extra_link_args=["-pthread"],

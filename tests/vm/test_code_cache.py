@@ -15,6 +15,7 @@ import pytest
 
 import vmrt
 from tests.vm.conftest import CACHE_ENV
+from vmrt import memory
 from vmrt.vm import code_cache
 from vmrt.vm.limits import Limits
 
@@ -310,6 +311,34 @@ def test_runtime_fingerprint_follows_the_sources(tmp_path):
         assert code_cache._hash_sources(digest, str(package)) == 1
         digests.append(digest.digest())
     assert len(set(digests[:3])) == 3 and digests[3] == digests[2]
+
+
+@pytest.mark.skipif(not memory.NATIVE, reason="needs vmrt's C extension")
+def test_source_records_from_c_equal_their_python_twin(tmp_path):
+    """The fingerprint's records are the same bytes from C (one call) and from Python:
+    only *.py and *.pyc entries, in byte order of their names, symlinks followed, an
+    unreadable entry or directory giving none."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    for name, text in (("b.py", "B = 1\n"), ("a.py", "A = 22\n"), ("c.pyc", "x"),
+                       ("notes.txt", "no"), ("Z.py", ""), ("\u00e9t\u00e9.py", "E = 3\n")):
+        (package / name).write_text(text)
+    (package / "sub.py").mkdir()
+    (package / "link.py").symlink_to(package / "a.py")
+    os.utime(package / "a.py", ns=(-10**9, -10**9))  # (before 1970: a negative time)
+    records, count = code_cache.source_records(str(package))
+    assert (records, count) == code_cache.python_source_records(str(package))
+    assert count == 7 and records.startswith(b"Z.py\0")
+    for directory in (package / "missing", package / "b.py"):
+        assert code_cache.source_records(str(directory)) == (b"", 0)
+    (package / "dangling.py").symlink_to(package / "gone.py")
+    assert code_cache.source_records(str(package)) == (b"", 0) \
+        == code_cache.python_source_records(str(package))
+    many = tmp_path / "many"
+    many.mkdir()
+    for index in range(600):  # (over the C call's first capacity)
+        (many / f"module_{index:04d}_{'x' * 20}.py").write_text("")
+    assert code_cache.source_records(str(many)) == code_cache.python_source_records(str(many))
 
 
 def test_runtime_without_sources_runs_without_cache(cache_dir, monkeypatch):
