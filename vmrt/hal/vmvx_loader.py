@@ -175,18 +175,20 @@ class VmvxExecutable(Executable):
         with the call (between workgroups, and at the VM code's check points)."""
         guard = prepared.guard
         fn = self._worker(worker_id, guard)[prepared.function]
-        meter = hold = None
+        meter = None
+        local_size = prepared.local_size
         if guard is not None:
-            if prepared.local_size:
-                hold = guard.meter.hold(prepared.local_size)  # before allocating it
             meter = fn.context.meter
-            meter.bind(guard)
+            if local_size:
+                meter.charge_memory(local_size)  # (the parent's) before allocating it
         constants, bindings = prepared.constants, prepared.bindings
         sx, sy, sz = prepared.size
         cx, cy, cz = prepared.count
         x = y = z = 0
         try:
-            local = VMBuffer(bytearray(prepared.local_size), mutable=True,
+            if meter is not None:
+                meter.bind(guard)
+            local = VMBuffer(bytearray(local_size), mutable=True,
                              origin=ACCESS_ORIGIN_HOST)
             # A function the C tier compiled runs all its workgroups in one C call,
             # without the GIL (vmrt.vm.ctier); False: values it does not model.
@@ -203,8 +205,8 @@ class VmvxExecutable(Executable):
                            f"{error.message}{stack}", error.code) from error
         finally:
             if meter is not None:
-                if hold is not None:
-                    hold.release()
+                if local_size:
+                    meter.release_memory(local_size)
                 meter.settle()
 
 

@@ -265,9 +265,13 @@ class CallGuard:
         self.thread = threading.get_ident()  # the calling thread
 
     def check(self) -> None:
-        """Raises CANCELLED or DEADLINE_EXCEEDED when the call must stop."""
+        """Raises CANCELLED or DEADLINE_EXCEEDED when the call must stop (HAL calls
+        check each: the clock is read here, and interruption_at runs only to raise)."""
         meter = self.meter
-        if meter._cancelled or meter._deadline is not None or self.deadline is not None:
+        deadline, absolute = self.deadline, meter._deadline
+        if absolute is not None and (deadline is None or absolute < deadline):
+            deadline = absolute
+        if meter._cancelled or (deadline is not None and time.monotonic() >= deadline):
             _raise(meter.interruption_at(self.deadline))
 
 
@@ -752,6 +756,7 @@ class DispatchMeter(Meter):
         self._pool = False
         self.charge_memory = parent.charge_memory
         self.release_memory = parent.release_memory
+        self._return_fuel = parent._return_fuel  # (bound: a dispatch gives back fuel each)
         self.hold = parent.hold
         self.track_container = parent.track_container
 
@@ -760,14 +765,11 @@ class DispatchMeter(Meter):
         a slice at once: the dispatch's first block would ask for it, from C a callback
         (settle gives back what it did not spend)."""
         self.call_limit = guard.deadline
-        self._pool = guard.thread == threading.get_ident()
-        self.fuel_cell.cell_contents += self._take_fuel(self._slice)
+        self._pool = pool = guard.thread == threading.get_ident()
+        self.fuel_cell.cell_contents += self.parent.lend_fuel(self._slice, pool)
 
     def _take_fuel(self, wanted: int) -> int:
         return self.parent.lend_fuel(wanted, self._pool)
-
-    def _return_fuel(self, amount: int) -> None:
-        self.parent._return_fuel(amount)
 
     def _interruption(self, frame) -> VMError | None:
         return self.parent.interruption_at(self.call_limit)
@@ -787,10 +789,12 @@ class DispatchMeter(Meter):
 
     def settle(self) -> None:
         """Gives the unspent slice back to the parent (fuel_remaining is exact again)."""
-        self._take_back_held()
+        if self._tickets or self._thread_holders.holders:
+            self._take_back_held()
         cell = self.fuel_cell
         left, cell.cell_contents = cell.cell_contents, 0
-        self._return_fuel(left)
+        if left:
+            self._return_fuel(left)
 
 
 def carry_guard(work):

@@ -355,14 +355,6 @@ class CCall:
             c.fuel, cell.cell_contents = cell.cell_contents, 0
         return 0
 
-    def charge(self, nbytes: int) -> int:
-        try:
-            self.meter.charge_memory(nbytes)
-        except BaseException as error:  # (MemoryLimitExceeded)
-            self.error = error
-            return 1
-        return 0
-
 
 def _bind_callbacks(ffi) -> None:
     """The `extern "Python"` functions of one built module (runtime.h)."""
@@ -371,8 +363,14 @@ def _bind_callbacks(ffi) -> None:
         return ffi.from_handle(c.host).refill(c, cost)
 
     @ffi.def_extern(name="vmrt_charge_cb", error=1)
-    def charge(call, nbytes):
-        return ffi.from_handle(call).charge(nbytes)
+    def charge(call, nbytes):  # (vm.buffer.alloc: one Python call less than a CCall method)
+        host = ffi.from_handle(call)
+        try:
+            host.meter.charge_memory(nbytes)
+        except BaseException as error:  # (MemoryLimitExceeded)
+            host.error = error
+            return 1
+        return 0
 
     @ffi.def_extern(name="vmrt_uncharge_cb")
     def uncharge(call, nbytes):
