@@ -119,6 +119,29 @@ def test_views_handed_over_are_kept_and_checked_as_wrapped_memory_is(allocator):
     assert lent_bytes.map_read(0, 3) == b"\x01\x02\x03"
 
 
+def test_import_views_imports_each_view_as_the_importer_does(allocator):
+    read = int(MemoryAccess.READ)
+    data = memoryview(bytes(range(16))).toreadonly()
+    views = [data[i:i + 4] for i in range(0, 16, 4)]
+    buffers = allocator.import_views(views, DEVICE_LOCAL, DEFAULT, read)
+    single = allocator.importer(DEVICE_LOCAL, DEFAULT, read, views_handed_over=True)(data[:4])
+    assert [buffer.storage for buffer in buffers] == views
+    assert all(buffer.storage is view for buffer, view in zip(buffers, views))
+    assert {(b.memory_type, b.allowed_usage, b.allowed_access) for b in buffers} == {
+        (single.memory_type, single.allowed_usage, single.allowed_access)}
+    assert allocator.statistics.buffers_imported == 5
+    assert allocator.import_views([], DEVICE_LOCAL, DEFAULT, read) == []
+    for bad, code in (([views[0], memoryview(bytes(8))[::2]], StatusCode.INVALID_ARGUMENT),
+                      (views, StatusCode.PERMISSION_DENIED)):  # (read-only, for writing)
+        access = read if code == StatusCode.INVALID_ARGUMENT else int(MemoryAccess.ALL)
+        with pytest.raises(HalError) as info:  # each view is still checked
+            allocator.import_views(bad, DEVICE_LOCAL, DEFAULT, access)
+        assert info.value.code == code
+    words = allocator.import_views([memoryview(np.arange(4, dtype=np.int16))], DEVICE_LOCAL,
+                                   DEFAULT, read)[0]  # bytes, as adopt sees them
+    assert words.byte_length == 8 and words.storage.format == "B"
+
+
 def test_wrapped_memory_outlives_the_view_the_caller_passed(allocator):
     view = memoryview(bytearray(b"abcd"))
     buffer = allocator.import_buffer(view, DEVICE_LOCAL, DEFAULT)

@@ -122,11 +122,7 @@ class HeapAllocator(RefObject):
         (a parameter load imports hundreds of buffers alike). With `views_handed_over`
         the memory is a memoryview made for the import that the caller never releases:
         the buffer keeps it (Buffer.adopt)."""
-        memory_type, usage, access = canonical_params(memory_type, usage, access)
-        compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
-        if not compatibility & _IMPORTABLE:
-            raise HalError("allocator cannot import a buffer with the given parameters",
-                           StatusCode.INVALID_ARGUMENT)
+        memory_type, access, usage = self._import_params(memory_type, usage, access)
         statistics = self.statistics
         wrap = Buffer.adopt if views_handed_over else Buffer.wrap
 
@@ -135,3 +131,22 @@ class HeapAllocator(RefObject):
             statistics.buffers_imported += 1
             return buffer
         return import_memory
+
+    def import_views(self, views, memory_type: int, usage: int, access: int = 0,
+                     queue_affinity: int = -1) -> list[Buffer]:
+        """importer(..., views_handed_over=True) of each of `views` in one call
+        (Buffer.adopt_all): what a parameter load lends, hundreds of views alike."""
+        memory_type, access, usage = self._import_params(memory_type, usage, access)
+        buffers = Buffer.adopt_all(views, memory_type, access, usage, queue_affinity)
+        self.statistics.buffers_imported += len(buffers)
+        return buffers
+
+    def _import_params(self, memory_type: int, usage: int,
+                       access: int) -> tuple[int, int, int]:
+        """(memory type, access, usage) of a buffer imported with these parameters."""
+        memory_type, usage, access = canonical_params(memory_type, usage, access)
+        compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
+        if not compatibility & _IMPORTABLE:
+            raise HalError("allocator cannot import a buffer with the given parameters",
+                           StatusCode.INVALID_ARGUMENT)
+        return memory_type, access, usage

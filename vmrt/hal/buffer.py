@@ -271,21 +271,34 @@ class Buffer(RefObject):
     def adopt(cls, view: memoryview, memory_type: int, allowed_access: int,
               allowed_usage: int, queue_affinity: int = -1) -> "Buffer":
         """wrap of a memoryview the caller hands over and never releases (a slice
-        made for this buffer): the buffer keeps `view` itself, saving a view of it
-        (parameter loads import hundreds of such slices). Anything else is viewed."""
-        if view.__class__ is not memoryview:  # (a provider lending other memory)
-            view = memoryview(view)
-        if view.format != "B" or view.ndim != 1:
-            if not view.c_contiguous:
+        made for this buffer): the buffer keeps `view` itself, saving a view of it.
+        Anything else is viewed."""
+        return cls.adopt_all((view,), memory_type, allowed_access, allowed_usage,
+                             queue_affinity)[0]
+
+    @classmethod
+    def adopt_all(cls, views, memory_type: int, allowed_access: int, allowed_usage: int,
+                  queue_affinity: int = -1) -> list["Buffer"]:
+        """adopt of each of `views`, in one call: a parameter load imports hundreds of
+        slices alike, and a call per slice cost more than the checks."""
+        buffers = []
+        for view in views:
+            if view.__class__ is not memoryview:  # (a provider lending other memory)
+                view = memoryview(view)
+            if view.format != "B" or view.ndim != 1:
+                if not view.c_contiguous:
+                    raise HalError("imported host memory must be contiguous",
+                                   StatusCode.INVALID_ARGUMENT)
+                view = view.cast("B")
+            elif not view.c_contiguous:
                 raise HalError("imported host memory must be contiguous",
                                StatusCode.INVALID_ARGUMENT)
-            view = view.cast("B")
-        elif not view.c_contiguous:
-            raise HalError("imported host memory must be contiguous", StatusCode.INVALID_ARGUMENT)
-        if view.readonly and allowed_access & _ACCESS_WRITE:
-            raise HalError("read-only host memory cannot be imported for writing",
-                           StatusCode.PERMISSION_DENIED)
-        return cls(view, memory_type, allowed_access, allowed_usage, queue_affinity)
+            if allowed_access & _ACCESS_WRITE and view.readonly:
+                raise HalError("read-only host memory cannot be imported for writing",
+                               StatusCode.PERMISSION_DENIED)
+            buffers.append(cls(view, memory_type, allowed_access, allowed_usage,
+                               queue_affinity))
+        return buffers
 
     @property
     def allocated(self) -> "Buffer":

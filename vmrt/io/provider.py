@@ -305,20 +305,25 @@ class IndexProvider(ParameterProvider):
         lent: list = []
         copies = []
         wholes = {}  # per file (None: splats): its bytes read-only, or None if it lends none
+        # The last span's file (none yet), its whole and its size: spans of one call
+        # mostly share a file.
+        last_file, whole, size = object(), None, None
         for entry, parameter_offset, length in zip(entries, spans.parameter_offsets,
                                                     spans.lengths):
             file = entry.file
-            whole = wholes.get(file, False)
-            if whole is False:
-                whole = wholes[file] = None if not views or file is None or \
-                    file.mode is FileMode.FILE else file.contents().toreadonly()
+            if file is not last_file:
+                whole = wholes.get(file, False)
+                if whole is False:
+                    whole = wholes[file] = None if not views or file is None or \
+                        file.mode is FileMode.FILE else file.contents().toreadonly()
+                last_file, size = file, None if whole is None else whole.nbytes
             if whole is None:
                 copies.append(_move(entry, parameter_offset, 0, length, len(lent)))
                 lent.append(None)
                 continue
             start = entry.offset + parameter_offset
             end = start + length
-            if end > whole.nbytes:
+            if end > size:
                 file.view(start, length)  # raises (the file shrank)
             lent.append(whole[start:end])
         return lent, TransferPlan(READ, copies)

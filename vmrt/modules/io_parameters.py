@@ -163,17 +163,22 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
             lend = bool(usage & _IMMUTABLE) and bool(
                 allocator.query_compatibility(memory_types, usage)[0] & _IMPORTABLE)
             lent, plan = self.providers.plan_load(scope, spans, views=lend)
-            # (made only for a view to import: it checks the parameters). The lent views
-            # are the load's own (ParameterProvider.plan_load): the buffers keep them.
-            import_view = allocator.importer(memory_types, usage, _READ, target_queue_affinity,
-                                             views_handed_over=True) \
-                if any(view is not None for view in lent) else None
+            # The lent views are the load's own (ParameterProvider.plan_load): the buffers
+            # keep them. Importing checks the parameters: only done for a view to import.
+            views = [view for view in lent if view is not None]
+            if views and len(views) == len(lent):  # all lent (hundreds alike): in one call
+                buffers = allocator.import_views(views, memory_types, usage, _READ,
+                                                 target_queue_affinity)
+            else:  # imports and new buffers (the plan fills them), in span order
+                import_view = allocator.importer(memory_types, usage, _READ,
+                                                 target_queue_affinity,
+                                                 views_handed_over=True) if views else None
 
-            def new_buffer(length: int) -> Buffer:  # filled by the plan
-                return charged(meter, length, lambda: allocator.import_buffer(
-                    host_memory(length), memory_types, usage, 0, target_queue_affinity))
-            buffers = [new_buffer(length) if view is None else import_view(view)
-                       for length, view in zip(spans.lengths, lent)]
+                def new_buffer(length: int) -> Buffer:
+                    return charged(meter, length, lambda: allocator.import_buffer(
+                        host_memory(length), memory_types, usage, 0, target_queue_affinity))
+                buffers = [new_buffer(length) if view is None else import_view(view)
+                           for length, view in zip(spans.lengths, lent)]
             targets = [None if view is not None else buffer
                        for view, buffer in zip(lent, buffers)]
             self._schedule(meter, device, queue_affinity, fence_or_none(wait_fence), signal, plan,
