@@ -336,7 +336,7 @@ def test_source_records_from_c_equal_their_python_twin(tmp_path):
         == code_cache.python_source_records(str(package))
     many = tmp_path / "many"
     many.mkdir()
-    for index in range(600):  # (over the C call's first capacity)
+    for index in range(1100):  # (over the C call's first capacity: it tells the second)
         (many / f"module_{index:04d}_{'x' * 20}.py").write_text("")
     assert code_cache.source_records(str(many)) == code_cache.python_source_records(str(many))
 

@@ -303,14 +303,15 @@ def source_records(directory: str) -> tuple[bytes, int]:
         return python_source_records(directory)
     path, count = os.fsencode(directory), ffi.new("int64_t *")
     capacity = _RECORDS_CAPACITY
-    while True:
+    for _ in range(2):  # (too small, the first call says what the second needs)
         out = ffi.new("unsigned char[]", capacity)
         written = lib.vmrt_source_records(path, out, capacity, count)
         if written >= 0:
             return ffi.buffer(out, written)[:], count[0]
-        if written == -1 or capacity >= 1 << 24:
-            return b"", 0
-        capacity *= 16
+        if written == -1:
+            break
+        capacity = count[0]
+    return b"", 0
 
 
 def python_source_records(directory: str) -> tuple[bytes, int]:
