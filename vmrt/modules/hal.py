@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 import sys
+from sys import getrefcount
 import time
 
 from vmrt.elements import element_types_compatible, format_element_type, format_shape
@@ -33,6 +34,7 @@ from vmrt.hal.types import (
 from vmrt.native import NativeModule, export
 from vmrt.vm.buffer import ACCESS_MUTABLE, ACCESS_ORIGIN_MODULE, VMBuffer
 from vmrt.vm.cconv import Signature
+from vmrt.vm.invocation import SOLE_LOCAL
 from vmrt.vm.limits import leave_guard
 from vmrt.vm.ref import RefObject, null_ref_error, register_ref_type
 
@@ -763,7 +765,8 @@ class HostAdapter:
     """Host values <-> VM values for `Function` calls through a context with the
     hal module: numpy arrays (anything exposing `__array_interface__`) passed as
     ref arguments become buffer views on `device`, buffer view results come back
-    as numpy arrays (copies)."""
+    as numpy arrays the host owns: a copy, or the buffer's own memory when nothing
+    else can reach it any more (buffer_view_to_numpy)."""
 
     def __init__(self, device: Device):
         self.device = device
@@ -800,11 +803,19 @@ class HostAdapter:
     def wait_fence(self, fence: Fence) -> None:
         fence.wait()
 
-    def convert_results(self, signature: Signature, result):
+    def convert_results(self, signature: Signature, result, sole: bool = False):
         if result.__class__ is BufferView:
-            return buffer_view_to_numpy(result)
+            return buffer_view_to_numpy(result, sole)
         if isinstance(result, tuple):
-            return tuple(self.to_host(r) for r in result)
+            if not sole:
+                return tuple(self.to_host(r) for r in result)
+            converted = []
+            for value in result:
+                if value.__class__ is BufferView:
+                    # (`result` holds it once, `value` once: nothing else may)
+                    value = buffer_view_to_numpy(value, getrefcount(value) == SOLE_LOCAL + 1)
+                converted.append(value)
+            return tuple(converted)
         return self.to_host(result)
 
     def to_host(self, value):

@@ -11,6 +11,7 @@ buffer views) and makes the fences of async-external calls.
 from __future__ import annotations
 
 import operator
+from sys import getrefcount
 import types
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -32,14 +33,27 @@ class HostAdapter(Protocol):
     def convert_arguments(self, signature: Signature, args: tuple) -> tuple:
         """Host values -> VM values, one per element of `signature.arguments`."""
 
-    def convert_results(self, signature: Signature, result: Any) -> Any:
-        """VM results (None, one value or a tuple) -> host values."""
+    def convert_results(self, signature: Signature, result: Any, sole: bool = False) -> Any:
+        """VM results (None, one value or a tuple) -> host values. `sole`: the caller
+        holds the only reference to `result` (so a value nothing else references may
+        become a host value without a copy)."""
 
     def create_signal_fence(self) -> Any:
         """A fence for an async-external call to signal (AsyncFunction)."""
 
     def wait_fence(self, fence: Any) -> None:
         """Blocks until `fence` is signalled."""
+
+
+def _sole_local_count() -> int:
+    """sys.getrefcount of an object that only one local variable holds, as this
+    interpreter counts (2 through CPython 3.13: the variable and the argument)."""
+    probe = object()
+    return getrefcount(probe)
+
+
+#: What getrefcount says of a value only the calling frame's variable holds.
+SOLE_LOCAL = _sole_local_count()
 
 
 # -- Python values <-> registers ----------------------------------------------------------------
@@ -199,7 +213,10 @@ class Function:
             result = self._fn(*converted)
             if self._may_yield:
                 result = run_to_completion(result)
-            return result if host is None else host.convert_results(self.signature, result)
+            if host is None:
+                return result
+            sole = getrefcount(result) == SOLE_LOCAL
+            return host.convert_results(self.signature, result, sole)
         except BaseException as exc:
             self.context._vm_errors().__exit__(type(exc), exc, exc.__traceback__)
             raise
@@ -249,9 +266,9 @@ class _FencedHost:
     def convert_arguments(self, signature: Signature, args: tuple) -> tuple:
         return self.host.convert_arguments(signature, args)
 
-    def convert_results(self, signature: Signature, result: Any) -> Any:
+    def convert_results(self, signature: Signature, result: Any, sole: bool = False) -> Any:
         self.host.wait_fence(self.signal)
-        return self.host.convert_results(signature, result)
+        return self.host.convert_results(signature, result, sole)
 
 
 class Invocation:
