@@ -93,6 +93,22 @@ def test_workgroup_local_memory_is_charged():
     assert info.value.code == StatusCode.RESOURCE_EXHAUSTED and ctx.memory_in_use == 0
 
 
+def test_an_allocation_waiting_on_a_fence_stops_with_its_call():
+    # (an allocation with nothing to wait for skips the call's guard; one that waits
+    # is guarded: the wait ends at the call's deadline, or when it is cancelled)
+    ctx = context(Limits(timeout=0.2))
+    error, elapsed = failure(ctx.function("hostile.alloca_waiting"), 64)
+    assert error.code == StatusCode.DEADLINE_EXCEEDED
+    assert 0.2 <= elapsed < 0.2 + 0.1
+    assert ctx.memory_in_use == 0
+    ctx = context(Limits())
+    timer = threading.Timer(0.1, ctx.cancel)
+    timer.start()
+    error, elapsed = failure(ctx.function("hostile.alloca_waiting"), 64)
+    timer.join()
+    assert error.code == StatusCode.CANCELLED and elapsed < 0.1 + 0.1
+
+
 # -- item 2: dispatches are metered and interruptible ---------------------------------------------
 @pytest.mark.parametrize("device", ["local-sync", "local-task"])
 def test_huge_dispatch_stops_at_the_deadline(device):

@@ -59,6 +59,24 @@ vm.func @alloca(%i0: i32) -> (!hal.buffer) {
   vm.return %r2
 }
 
+// queue.alloca of %i0 bytes after a fence no one signals, returned (on local-sync
+// the allocation waits for it: only the call's limits end the wait).
+vm.export @alloca_waiting
+vm.func @alloca_waiting(%i0: i32) -> (!hal.buffer) {
+^bb0:
+  %i1 = vm.const.i32.zero
+  %r0 = vm.call @hal.devices.get(%i1)
+  %i2:3 = vm.ext.i32.i64.s %i0
+  %i6:7 = vm.const.i64 -1
+  %i8:9 = vm.const.i64.zero
+  %r1 = vm.const.ref.zero
+  %r3 = vm.call @hal.fence.create(%r0, %i8)
+  %i10 = vm.const.i32 48
+  %i11 = vm.const.i32 3075
+  %r2 = vm.call @hal.device.queue.alloca(%r0, %i6, %r3, %r1, %i8, %i10, %i11, %i2, %i8)
+  vm.return %r2
+}
+
 // As dispatch, for executables whose functions take no bindings.
 vm.export @dispatch_unbound
 vm.func @dispatch_unbound(%r0: !vm.buffer, %i0: i32, %i1: i32, %i2: i32) -> (i32) {

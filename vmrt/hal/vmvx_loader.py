@@ -107,28 +107,36 @@ class VmvxExecutable(Executable):
     def _worker(self, worker_id: int, guard=None) -> list:
         """The worker's dispatch functions (vmrt.Function objects by function id).
         Work for a context with limits (`guard`, a vmrt.vm.limits.CallGuard) runs in
-        worker contexts of its own, metered by a DispatchMeter of that context."""
-        key = worker_id if guard is None else (worker_id, guard.meter)
+        worker contexts of its own: on the calling thread metered by that context's
+        Meter itself (the dispatch is then one more call nested in the calling one:
+        same fuel, same deadline, found from the frames as for any nested call),
+        elsewhere by a DispatchMeter of it (bound to the call for each dispatch)."""
+        if guard is None:
+            key = worker_id
+        else:
+            key = (worker_id, guard.meter, guard.thread == threading.get_ident())
         functions = self._workers.get(key)
         if functions is not None:
             return functions
         with self._lock:
             functions = self._workers.get(key)
             if functions is None:
-                functions = self._workers[key] = self._create_worker(guard)
+                functions = self._workers[key] = self._create_worker(
+                    guard, guard is not None and key[2])
         return functions
 
-    def _create_worker(self, guard=None) -> list:
+    def _create_worker(self, guard=None, calling_thread: bool = False) -> list:
         meter = None
         if guard is not None:
-            meter = DispatchMeter(guard.meter)
+            meter = guard.meter if calling_thread else DispatchMeter(guard.meter)
+        if meter.__class__ is DispatchMeter:
             meter.bind(guard)
         context = Context(meter=meter)
         self._contexts.append(context)
         try:
             return self._register_worker(context)
         finally:
-            if meter is not None:
+            if meter.__class__ is DispatchMeter:
                 meter.settle()
 
     def on_release(self) -> None:
@@ -175,19 +183,21 @@ class VmvxExecutable(Executable):
         with the call (between workgroups, and at the VM code's check points)."""
         guard = prepared.guard
         fn = self._worker(worker_id, guard)[prepared.function]
-        meter = None
+        meter = dispatch_meter = None
         local_size = prepared.local_size
         if guard is not None:
             meter = fn.context.meter
+            if meter.__class__ is DispatchMeter:
+                dispatch_meter = meter
             if local_size:
-                meter.charge_memory(local_size)  # (the parent's) before allocating it
+                meter.charge_memory(local_size)  # (the calling context's) before allocating
         constants, bindings = prepared.constants, prepared.bindings
         sx, sy, sz = prepared.size
         cx, cy, cz = prepared.count
         x = y = z = 0
         try:
-            if meter is not None:
-                meter.bind(guard)
+            if dispatch_meter is not None:
+                dispatch_meter.bind(guard)
             local = VMBuffer(bytearray(local_size), mutable=True,
                              origin=ACCESS_ORIGIN_HOST)
             # A function the C tier compiled runs all its workgroups in one C call,
@@ -207,7 +217,8 @@ class VmvxExecutable(Executable):
             if meter is not None:
                 if local_size:
                     meter.release_memory(local_size)
-                meter.settle()
+                if dispatch_meter is not None:
+                    dispatch_meter.settle()
 
 
 class VmvxLoader(ExecutableLoader):

@@ -189,6 +189,18 @@ def _queue_call(meter, queue_method, queue_affinity, wait_fence, signal_fence, *
         leave_guard(token)
 
 
+def _queue_bookkeeping(meter, queue_method, queue_affinity, wait_fence, signal_fence, *args):
+    """_queue_call of an operation that runs no code and moves no data (alloca,
+    dealloca, barrier). With nothing to wait for it cannot block or run long, so it
+    needs no CallGuard (its allocation is charged by `charged`, and the call stops at
+    its next check point all the same): the guard's lookup is most of what limits add
+    to a small model's call."""
+    wait = fence_or_none(wait_fence)
+    if meter is not None and wait is not None and not wait.passed():
+        return _queue_call(meter, queue_method, queue_affinity, wait, signal_fence, *args)
+    return queue_method(queue_affinity, wait, fence_or_none(signal_fence), *args)
+
+
 _BUFFER, _FILE = (Buffer, "buffer"), (MemoryFile, "file")
 
 
@@ -557,16 +569,16 @@ class HalModule(NativeModule, name="hal", version=7):
             raise HalError("VM queue allocation pools are not supported",
                            StatusCode.UNIMPLEMENTED)
         def allocate():
-            return _queue_call(meter, device.queue_alloca, queue_affinity, wait_fence,
-                               signal_fence, _u32(memory_types), _u32(buffer_usage), size,
-                               flags)
+            return _queue_bookkeeping(meter, device.queue_alloca, queue_affinity, wait_fence,
+                                      signal_fence, _u32(memory_types), _u32(buffer_usage),
+                                      size, flags)
         # (charged's own test, first: a frame fewer on the unlimited path)
         return allocate() if meter is None else charged(meter, size, allocate)
 
     @export("0rIrrI_v", name="device.queue.barrier", state=True)
     def device_queue_barrier(self, meter, device, queue_affinity, wait_fence, signal_fence,
                              flags):
-        _queue_call(meter, deref(device, Device, "device").queue_barrier,
+        _queue_bookkeeping(meter, deref(device, Device, "device").queue_barrier,
                     queue_affinity, wait_fence, signal_fence, flags)
 
     device_queue_copy = _queue_transfer("copy", _BUFFER, _BUFFER)
@@ -574,7 +586,7 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIrrrI_v", name="device.queue.dealloca", state=True)
     def device_queue_dealloca(self, meter, device, queue_affinity, wait_fence, signal_fence,
                               buffer, flags):
-        _queue_call(meter, deref(device, Device, "device").queue_dealloca,
+        _queue_bookkeeping(meter, deref(device, Device, "device").queue_dealloca,
                     queue_affinity, wait_fence, signal_fence,
                     deref(buffer, Buffer, "buffer"), flags)
 

@@ -600,7 +600,12 @@ class Meter:
         Limits.timeout). This thread remembers that frame (by address, and a weak
         reference to the deadline kept there), so later lookups of the call stop
         there, reading no frame's locals."""
-        found = self._call(frame) if self.timeout is not None else None
+        if self.timeout is None:
+            return None
+        guard = _GUARD.get()
+        if guard is not None and guard.meter is self and guard.thread == threading.get_ident():
+            return guard.deadline  # (VM code nested in HAL work of a call: that call's)
+        found = self._call(frame)
         return None if found is None else found.deadline
 
     def _call(self, frame) -> _CallDeadline | None:
