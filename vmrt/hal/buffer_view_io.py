@@ -377,8 +377,8 @@ def _may_hand_over(view: BufferView) -> bool:
     is still committed (references aside)."""
     buffer = view.buffer
     return buffer._root is None and not buffer._decommitted and not buffer.copy_on_write \
-        and buffer.allowed_access & _ACCESS_READ and not buffer.storage.readonly \
-        and len(buffer.storage) >= view.byte_length
+        and buffer.allowed_access & _ACCESS_READ and buffer.storage.__class__ is memoryview \
+        and not buffer.storage.readonly and len(buffer.storage) >= view.byte_length
 
 
 def _reference_counts(view: BufferView) -> tuple[int, ...]:
