@@ -323,7 +323,13 @@ class NativePlan:
                 raise HalError("dispatch of a released executable",
                                StatusCode.FAILED_PRECONDITION)
             for root, start, length in command.binding_spans(table):
-                addresses.append(root.storage_address() + start if length else 0)
+                if length:
+                    address = root._address  # (storage_address, inline once known)
+                    if address is None:
+                        address = root.storage_address()
+                    addresses.append(address + start)
+                else:
+                    addresses.append(0)
                 lengths.append(length)
                 pinned.append(root)
         if _lib.vmrt_dispatch_blocks_bind(blocks, count, addresses, lengths, len(addresses)):

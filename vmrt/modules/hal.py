@@ -179,8 +179,10 @@ def _queue_call(meter, queue_method, queue_affinity, wait_fence, signal_fence, *
     """A device.queue.* export's work: `queue_method` (a Device queue_* method) after
     `wait_fence`, signalling `signal_fence`, under the call's limits. The fences are
     the VM's refs as passed: anything that is not a fence is no fence."""
-    wait, signal = fence_or_none(wait_fence), fence_or_none(signal_fence)
-    if meter is None:  # (guarded_call's test, one frame fewer: queue calls are hot)
+    # (fence_or_none, inline: queue calls are hot)
+    wait = wait_fence if isinstance(wait_fence, Fence) else None
+    signal = signal_fence if isinstance(signal_fence, Fence) else None
+    if meter is None:  # (guarded_call's test, one frame fewer)
         return queue_method(queue_affinity, wait, signal, *args)
     token = meter.enter_guard(sys._getframe())
     try:
@@ -195,10 +197,11 @@ def _queue_bookkeeping(meter, queue_method, queue_affinity, wait_fence, signal_f
     needs no CallGuard (its allocation is charged by `charged`, and the call stops at
     its next check point all the same): the guard's lookup is most of what limits add
     to a small model's call."""
-    wait = fence_or_none(wait_fence)
+    wait = wait_fence if isinstance(wait_fence, Fence) else None
     if meter is not None and wait is not None and not wait.passed():
         return _queue_call(meter, queue_method, queue_affinity, wait, signal_fence, *args)
-    return queue_method(queue_affinity, wait, fence_or_none(signal_fence), *args)
+    return queue_method(queue_affinity, wait,
+                        signal_fence if isinstance(signal_fence, Fence) else None, *args)
 
 
 _BUFFER, _FILE = (Buffer, "buffer"), (MemoryFile, "file")
@@ -314,25 +317,29 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rrrIii_v", name="buffer.assert")
     def buffer_assert(self, buffer, message, allocator, minimum_length, memory_types,
                       buffer_usage):
-        buffer = deref(buffer, Buffer, "buffer")
-        message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
+        # (deref inline, as in buffer_view_assert: a call checks each tensor argument)
+        if buffer.__class__ is not Buffer:
+            buffer = deref(buffer, Buffer, "buffer")
+        if message.__class__ is not VMBuffer:
+            message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
         if buffer.byte_length < minimum_length:
             raise HalError(f"{_string(message)} buffer byte length {buffer.byte_length} less "
                            f"than expected minimum {minimum_length}",
                            StatusCode.INVALID_ARGUMENT)
-        required_types = _u32(memory_types)
+        required_types = memory_types & _UINT32_MAX
         if buffer.memory_type & required_types != required_types:
             raise HalError(f"{_string(message)} buffer memory type is not compatible; buffer "
                            f"has {format_memory_type(buffer.memory_type)}, operation requires "
                            f"{format_memory_type(required_types)}", StatusCode.PERMISSION_DENIED)
-        required_usage = _u32(buffer_usage)
+        required_usage = buffer_usage & _UINT32_MAX
         if buffer.allowed_usage & required_usage != required_usage:
             raise HalError(f"{_string(message)} requested usage was not specified when the "
                            f"buffer was allocated; buffer allows "
                            f"{format_buffer_usage(buffer.allowed_usage)}"
                            f", operation requires {format_buffer_usage(required_usage)}",
                            StatusCode.PERMISSION_DENIED)
-        deref(allocator, HeapAllocator, "allocator")
+        if allocator.__class__ is not HeapAllocator:
+            deref(allocator, HeapAllocator, "allocator")
 
     @export("0r_I", name="buffer.length")
     def buffer_length(self, buffer):
@@ -371,8 +378,10 @@ class HalModule(NativeModule, name="hal", version=7):
     # -- buffer view -------------------------------------------------------------------------------
     @export("0rriiCID_v", name="buffer_view.assert")
     def buffer_view_assert(self, view, message, element_type, encoding_type, shape):
-        view = deref(view, BufferView, "buffer_view")
-        message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
+        if view.__class__ is not BufferView:
+            view = deref(view, BufferView, "buffer_view")
+        if message.__class__ is not VMBuffer:
+            message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
         # The common case first, exactly as expected: a few comparisons.
         if view.element_type == element_type & _UINT32_MAX and \
                 view.encoding_type == encoding_type & _UINT32_MAX:
@@ -388,6 +397,8 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0r_r", name="buffer_view.buffer")
     def buffer_view_buffer(self, view):
+        if view.__class__ is BufferView:
+            return view.buffer
         return deref(view, BufferView, "buffer_view").buffer
 
     @export("0rIIiiCID_r", name="buffer_view.create")
@@ -564,14 +575,15 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIrrIiiII_r", name="device.queue.alloca", state=True)
     def device_queue_alloca(self, meter, device, queue_affinity, wait_fence, signal_fence, pool,
                             memory_types, buffer_usage, size, flags):
-        device = deref(device, Device, "device")
+        if not isinstance(device, Device):
+            deref(device, Device, "device")  # (raises)
         if pool != 0:
             raise HalError("VM queue allocation pools are not supported",
                            StatusCode.UNIMPLEMENTED)
         def allocate():
             return _queue_bookkeeping(meter, device.queue_alloca, queue_affinity, wait_fence,
-                                      signal_fence, _u32(memory_types), _u32(buffer_usage),
-                                      size, flags)
+                                      signal_fence, memory_types & _UINT32_MAX,
+                                      buffer_usage & _UINT32_MAX, size, flags)
         # (charged's own test, first: a frame fewer on the unlimited path)
         return allocate() if meter is None else charged(meter, size, allocate)
 
@@ -579,7 +591,7 @@ class HalModule(NativeModule, name="hal", version=7):
     def device_queue_barrier(self, meter, device, queue_affinity, wait_fence, signal_fence,
                              flags):
         _queue_bookkeeping(meter, deref(device, Device, "device").queue_barrier,
-                    queue_affinity, wait_fence, signal_fence, flags)
+                           queue_affinity, wait_fence, signal_fence, flags)
 
     device_queue_copy = _queue_transfer("copy", _BUFFER, _BUFFER)
 
@@ -587,8 +599,8 @@ class HalModule(NativeModule, name="hal", version=7):
     def device_queue_dealloca(self, meter, device, queue_affinity, wait_fence, signal_fence,
                               buffer, flags):
         _queue_bookkeeping(meter, deref(device, Device, "device").queue_dealloca,
-                    queue_affinity, wait_fence, signal_fence,
-                    deref(buffer, Buffer, "buffer"), flags)
+                           queue_affinity, wait_fence, signal_fence,
+                           deref(buffer, Buffer, "buffer"), flags)
 
     @export("0rIrrrI_v", name="device.queue.execute", state=True)
     def device_queue_execute(self, meter, device, queue_affinity, wait_fence, signal_fence,
@@ -703,7 +715,9 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0rI_r", name="fence.create")
     def fence_create(self, device, flags):
-        return deref(device, Device, "device").create_fence()
+        if not isinstance(device, Device):
+            deref(device, Device, "device")  # (raises)
+        return device.create_fence()
 
     @export("0ri_v", name="fence.fail")
     def fence_fail(self, fence, status):
