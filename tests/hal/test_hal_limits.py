@@ -68,6 +68,18 @@ def test_queue_alloca_is_charged_and_refused_over_the_limit():
     assert ctx.memory_in_use == 0
 
 
+def test_queue_allocations_under_limits_hold_zeros_not_what_the_heap_held():
+    # (without limits a queue allocation's contents are undefined, as upstream's; a
+    # sandboxed module must never read another's data out of the process's heap)
+    size = 1 << 20
+    ctx = context(Limits(max_memory=4 << 20))
+    for _ in range(3):
+        np.full(size + 64, 0xA5, np.uint8)  # freed at once: the next allocation's memory
+        buffer = ctx.function("hostile.alloca")(size)
+        assert buffer.map_read(0, size) == bytes(size)
+        del buffer
+
+
 def test_recorded_commands_are_charged():
     ctx = context(Limits(max_memory=1 << 20))
     error, _ = failure(ctx.function("hostile.record_updates"), bytes(4096), 10_000)

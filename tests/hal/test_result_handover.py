@@ -24,15 +24,16 @@ X = np.full(SHAPE, 1.5, np.float32)
 READ = int(MemoryAccess.READ)
 
 
-def _fresh_view(size: int = HANDOVER_BYTES) -> BufferView:
+def _fresh_view(size: int = HANDOVER_BYTES, zeroed: bool = True) -> BufferView:
     buffer = Buffer.allocate(size, int(MemoryType.HOST_LOCAL), int(MemoryAccess.ALL),
-                             int(BufferUsage.DEFAULT))
+                             int(BufferUsage.DEFAULT), zeroed=zeroed)
     return BufferView.of_dense(buffer, (size,), int(ElementType.UINT_8), size)
 
 
+@pytest.mark.parametrize("zeroed", [True, False])
 @pytest.mark.parametrize("size", [HANDOVER_BYTES, 3 << 20, MAPPED_ALLOCATION_BYTES])
-def test_a_view_nothing_shares_is_handed_over(size):
-    view = _fresh_view(size)
+def test_a_view_nothing_shares_is_handed_over(size, zeroed):
+    view = _fresh_view(size, zeroed)
     memory = handed_over_memory(view)
     assert memory is not None and len(memory) == size
     del memory  # (held, it is one more reference: the next look copies)

@@ -72,12 +72,14 @@ class HeapAllocator(RefObject):
                 (memory_type | _HOST_VISIBLE) & ~_OPTIMAL, usage | _USAGE_ADDED)
 
     def allocate_buffer(self, memory_type: int, usage: int, size: int, access: int = 0,
-                        queue_affinity: int = -1, initial_data=None) -> Buffer:
-        """A new buffer, zero-filled or holding a copy of `initial_data` (`size` bytes)."""
+                        queue_affinity: int = -1, initial_data=None,
+                        zeroed: bool = True) -> Buffer:
+        """A new buffer, zero-filled or holding a copy of `initial_data` (`size` bytes),
+        or not `zeroed` (Buffer.allocate)."""
         params = self._allocation_params.get((memory_type, usage, access))
         if params is None:
             params = self._allocation_params_of(memory_type, usage, access)
-        buffer = Buffer.allocate(size, *params, queue_affinity, initial_data)
+        buffer = Buffer.allocate(size, *params, queue_affinity, initial_data, zeroed)
         stats = self.statistics
         stats.buffers_allocated += 1
         stats.host_bytes_allocated += size

@@ -102,17 +102,21 @@ def copied_memory(data) -> memoryview:
 def _copied_allocation(data) -> tuple[memoryview, int]:
     """(copied_memory(data), its address)."""
     source = memoryview(data).cast("B")
-    size = len(source)
-    if size < SMALL_COPY_BYTES:
-        target, address = _aligned_bytearray(size)
-    else:
-        import numpy as np  # a run-time dependency; imported late to keep start-up short
-        raw = np.empty(size + BUFFER_ALIGNMENT, np.uint8)
-        base = raw.ctypes.data
-        offset = -base % BUFFER_ALIGNMENT
-        target, address = memoryview(raw)[offset:offset + size], base + offset
+    target, address = _uninitialized_allocation(len(source))
     target[:] = source
     return target, address
+
+
+def _uninitialized_allocation(size: int) -> tuple[memoryview, int]:
+    """(`size` BUFFER_ALIGNMENT-aligned bytes of any contents, their address): small
+    ones zero-filled all the same (see SMALL_COPY_BYTES)."""
+    if size < SMALL_COPY_BYTES:
+        return _aligned_bytearray(size)
+    import numpy as np  # a run-time dependency; imported late to keep start-up short
+    raw = np.empty(size + BUFFER_ALIGNMENT, np.uint8)
+    base = raw.ctypes.data
+    offset = -base % BUFFER_ALIGNMENT
+    return memoryview(raw)[offset:offset + size], base + offset
 
 
 def memory_address(memory) -> int:
@@ -205,9 +209,12 @@ class Buffer(RefObject):
     @classmethod
     def allocate(cls, size: int, memory_type: int, allowed_access: int,
                  allowed_usage: int, queue_affinity: int = -1,
-                 initial_data=None) -> "Buffer":
+                 initial_data=None, zeroed: bool = True) -> "Buffer":
         """A new buffer of `size` bytes: zero-filled (see zeroed_memory), or a copy
-        of `initial_data` (exactly `size` bytes) made without zero-filling first."""
+        of `initial_data` (exactly `size` bytes) made without zero-filling first, or
+        not `zeroed`: any contents (what the memory last held, for a queue allocation
+        whose contents are undefined, as in IREE's pools: zero-filling a transient
+        the workers last wrote costs more than the dispatch filling it)."""
         if size < 0:
             raise HalError(f"allocation size {size} is negative", StatusCode.INVALID_ARGUMENT)
         if initial_data is not None:
@@ -221,7 +228,10 @@ class Buffer(RefObject):
                 if initial_data is not None:
                     data[:] = initial_data
             elif initial_data is None:
-                data, address = _zeroed_allocation(size)
+                if zeroed or size >= MAPPED_ALLOCATION_BYTES:  # (a mapping is free zeros)
+                    data, address = _zeroed_allocation(size)
+                else:
+                    data, address = _uninitialized_allocation(size)
             else:
                 data, address = _copied_allocation(initial_data)
         except (MemoryError, OverflowError):

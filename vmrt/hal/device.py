@@ -129,10 +129,12 @@ class Device(RefObject):
 
     # -- queue operations --------------------------------------------------------------------------
     def queue_alloca(self, queue_affinity: int, wait: Fence | None, signal: Fence | None,
-                     memory_type: int, usage: int, size: int, flags: int = 0) -> Buffer:
-        """Returns the buffer at once; it may be used once `signal` is reached."""
+                     memory_type: int, usage: int, size: int, flags: int = 0,
+                     zeroed: bool = True) -> Buffer:
+        """Returns the buffer at once; it may be used once `signal` is reached. Its
+        contents are undefined (as upstream's) unless `zeroed`."""
         buffer = self.allocator.allocate_buffer(memory_type, usage, size,
-                                                queue_affinity=queue_affinity)
+                                                queue_affinity=queue_affinity, zeroed=zeroed)
         self._submit(wait, signal, None)
         return buffer
 

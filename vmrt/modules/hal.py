@@ -580,10 +580,13 @@ class HalModule(NativeModule, name="hal", version=7):
         if pool != 0:
             raise HalError("VM queue allocation pools are not supported",
                            StatusCode.UNIMPLEMENTED)
+        # Under limits the memory is zero-filled: a module must not read what the
+        # process's heap last held (another context's data); else it is left as is.
         def allocate():
             return _queue_bookkeeping(meter, device.queue_alloca, queue_affinity, wait_fence,
                                       signal_fence, memory_types & _UINT32_MAX,
-                                      buffer_usage & _UINT32_MAX, size, flags)
+                                      buffer_usage & _UINT32_MAX, size, flags,
+                                      meter is not None)
         # (charged's own test, first: a frame fewer on the unlimited path)
         return allocate() if meter is None else charged(meter, size, allocate)
 
