@@ -23,7 +23,7 @@ CORPUS_DEVIATIONS = {
     "params": "duplicate @__init", "params_gather": "duplicate @__init",
     "tensor_async": "duplicate @__init",
     "tensor_elementwise": "duplicate @__init",
-    "tensor_linalg": "duplicate @__init",
+    "tensor_linalg": "duplicate @__init", "tensor_results": "duplicate @__init",
 }
 #: Instructions iree-dump-module 3.13.0 cannot print (see above; it mis-decodes
 #: vm.switch.ref, skipping its type operand).
