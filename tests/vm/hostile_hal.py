@@ -47,16 +47,9 @@ vm.rodata[0] = 766D76782D62797465636F64652D6662
 vm.export @alloca
 vm.func @alloca(%i0: i32) -> (!hal.buffer) {
 ^bb0:
-  %i1 = vm.const.i32.zero
-  %r0 = vm.call @hal.devices.get(%i1)
-  %i2:3 = vm.ext.i32.i64.s %i0
-  %i6:7 = vm.const.i64 -1
-  %i8:9 = vm.const.i64.zero
-  %r1 = vm.const.ref.zero
-  %i10 = vm.const.i32 48
-  %i11 = vm.const.i32 3075
-  %r2 = vm.call @hal.device.queue.alloca(%r0, %i6, %r1, %r1, %i8, %i10, %i11, %i2, %i8)
-  vm.return %r2
+  %r0 = vm.const.ref.zero
+  %r1 = vm.call @alloca_after(%i0, %r0)
+  vm.return %r1
 }
 
 // queue.alloca of %i0 bytes after a fence no one signals, returned (on local-sync
@@ -66,15 +59,25 @@ vm.func @alloca_waiting(%i0: i32) -> (!hal.buffer) {
 ^bb0:
   %i1 = vm.const.i32.zero
   %r0 = vm.call @hal.devices.get(%i1)
+  %i2:3 = vm.const.i64.zero
+  %r1 = vm.call @hal.fence.create(%r0, %i2)
+  %r2 = vm.call @alloca_after(%i0, %r1)
+  vm.return %r2
+}
+
+// queue.alloca of %i0 bytes once the fence %r0 is reached (null: at once).
+vm.func @alloca_after(%i0: i32, %r0: !hal.fence) -> (!hal.buffer) {
+^bb0:
+  %i1 = vm.const.i32.zero
+  %r1 = vm.call @hal.devices.get(%i1)
   %i2:3 = vm.ext.i32.i64.s %i0
   %i6:7 = vm.const.i64 -1
   %i8:9 = vm.const.i64.zero
-  %r1 = vm.const.ref.zero
-  %r3 = vm.call @hal.fence.create(%r0, %i8)
+  %r2 = vm.const.ref.zero
   %i10 = vm.const.i32 48
   %i11 = vm.const.i32 3075
-  %r2 = vm.call @hal.device.queue.alloca(%r0, %i6, %r3, %r1, %i8, %i10, %i11, %i2, %i8)
-  vm.return %r2
+  %r3 = vm.call @hal.device.queue.alloca(%r1, %i6, %r0, %r2, %i8, %i10, %i11, %i2, %i8)
+  vm.return %r3
 }
 
 // As dispatch, for executables whose functions take no bindings.
