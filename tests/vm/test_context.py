@@ -116,3 +116,40 @@ def test_native_exception_becomes_vm_error_with_stack(corpus):
             fn(1)
     assert info.value.code == StatusCode.INTERNAL
     assert "host failure" in str(info.value)
+
+
+_REF_RESULT = """
+vm.module @m version 0
+vm.type !vm.buffer
+vm.rodata[0] = 616263
+vm.export @data
+vm.func @data() -> (!vm.buffer) {
+^bb0:
+  %r0 = vm.const.ref.rodata 0
+  vm.return %r0
+}
+"""
+
+
+class _Adapter:
+    """A host adapter as written before convert_results took `sole`."""
+
+    def convert_arguments(self, signature, args):
+        return args
+
+    def convert_results(self, signature, result):
+        return ("converted", bytes(result.view))
+
+
+class _SoleAdapter(_Adapter):
+    def convert_results(self, signature, result, sole=False):
+        return ("sole" if sole else "shared", bytes(result.view))
+
+
+@pytest.mark.parametrize("adapter, expected", [(_Adapter(), "converted"),
+                                               (_SoleAdapter(), "shared")])
+def test_host_adapters_with_and_without_sole(adapter, expected):
+    with vmrt.load(_REF_RESULT) as m:
+        m.context.set_host_adapter(adapter)
+        # (rodata stays referenced by the module: never the call's only reference)
+        assert m.context.function("m.data")() == (expected, b"abc")

@@ -56,6 +56,29 @@ def _sole_local_count() -> int:
 SOLE_LOCAL = _sole_local_count()
 
 
+def with_sole_results(adapter: Any) -> Any:
+    """`adapter`, or a wrapper of it when its convert_results takes no `sole` (an
+    adapter written before that argument existed): Function calls pass it always."""
+    method = getattr(adapter, "convert_results", None)
+    code = getattr(getattr(method, "__func__", method), "__code__", None)
+    if code is None or code.co_flags & 0x04 or code.co_argcount >= 4:  # (*args, or sole)
+        return adapter
+    return _ResultsWithoutSole(adapter)
+
+
+class _ResultsWithoutSole:
+    """A host adapter whose convert_results takes (signature, result) only."""
+
+    def __init__(self, adapter: Any) -> None:
+        self.adapter = adapter
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.adapter, name)
+
+    def convert_results(self, signature: Signature, result: Any, sole: bool = False) -> Any:
+        return self.adapter.convert_results(signature, result)
+
+
 # -- Python values <-> registers ----------------------------------------------------------------
 def _integer(value) -> int:
     """An exact integer (int, bool, numpy integer): no silent float truncation or str parsing."""
