@@ -111,18 +111,15 @@ class VmvxExecutable(Executable):
         Meter itself (the dispatch is then one more call nested in the calling one:
         same fuel, same deadline, found from the frames as for any nested call),
         elsewhere by a DispatchMeter of it (bound to the call for each dispatch)."""
-        if guard is None:
-            key = worker_id
-        else:
-            key = (worker_id, guard.meter, guard.thread == threading.get_ident())
+        calling_thread = guard is not None and guard.thread == threading.get_ident()
+        key = worker_id if guard is None else (worker_id, guard.meter, calling_thread)
         functions = self._workers.get(key)
         if functions is not None:
             return functions
         with self._lock:
             functions = self._workers.get(key)
             if functions is None:
-                functions = self._workers[key] = self._create_worker(
-                    guard, guard is not None and key[2])
+                functions = self._workers[key] = self._create_worker(guard, calling_thread)
         return functions
 
     def _create_worker(self, guard=None, calling_thread: bool = False) -> list:

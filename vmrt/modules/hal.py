@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import struct
 import sys
-from sys import getrefcount
 import time
 
 from vmrt.elements import element_types_compatible, format_element_type, format_shape
@@ -195,8 +194,8 @@ def _queue_bookkeeping(meter, queue_method, queue_affinity, wait_fence, signal_f
     """_queue_call of an operation that runs no code and moves no data (alloca,
     dealloca, barrier). With nothing to wait for it cannot block or run long, so it
     needs no CallGuard (its allocation is charged by `charged`, and the call stops at
-    its next check point all the same): the guard's lookup is most of what limits add
-    to a small model's call."""
+    its next check point all the same): looking the guard up is a good part of what
+    limits add to a small model's call."""
     wait = wait_fence if isinstance(wait_fence, Fence) else None
     if meter is not None and wait is not None and not wait.passed():
         return _queue_call(meter, queue_method, queue_affinity, wait, signal_fence, *args)
@@ -842,7 +841,8 @@ class HostAdapter:
             for value in result:
                 if value.__class__ is BufferView:
                     # (`result` holds it once, `value` once: nothing else may)
-                    value = buffer_view_to_numpy(value, getrefcount(value) == SOLE_LOCAL + 1)
+                    only = sys.getrefcount(value) == SOLE_LOCAL + 1
+                    value = buffer_view_to_numpy(value, only)
                 converted.append(value)
             return tuple(converted)
         return self.to_host(result)

@@ -56,12 +56,15 @@ def _sole_local_count() -> int:
 SOLE_LOCAL = _sole_local_count()
 
 
+_CO_VARARGS = 0x04  # (inspect.CO_VARARGS, without importing inspect)
+
+
 def with_sole_results(adapter: Any) -> Any:
     """`adapter`, or a wrapper of it when its convert_results takes no `sole` (an
     adapter written before that argument existed): Function calls pass it always."""
     method = getattr(adapter, "convert_results", None)
     code = getattr(getattr(method, "__func__", method), "__code__", None)
-    if code is None or code.co_flags & 0x04 or code.co_argcount >= 4:  # (*args, or sole)
+    if code is None or code.co_flags & _CO_VARARGS or code.co_argcount >= 4:  # (sole fits)
         return adapter
     return _ResultsWithoutSole(adapter)
 
