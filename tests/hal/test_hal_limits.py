@@ -133,6 +133,36 @@ def test_huge_dispatch_stops_at_the_deadline(device):
 
 
 @pytest.mark.parametrize("device", ["local-sync", "local-task"])
+def test_dispatches_from_two_threads_keep_their_own_deadlines(device):
+    # (a dispatch on the calling thread runs under its call's own meter and deadline:
+    # another thread's calls through the same context neither lend it theirs nor
+    # end with it)
+    ctx = context(Limits(timeout=0.5), device)
+    short = ctx.function("hostile.dispatch")
+    results, stop = [], threading.Event()
+
+    def keep_calling():
+        while not stop.is_set():
+            try:
+                results.append(short(executable(), 0, 1, 1))
+            except VmrtError as error:  # (none expected: each call has its own 0.5 s)
+                results.append(error)
+            time.sleep(0.02)
+
+    other = threading.Thread(target=keep_calling)
+    other.start()
+    try:
+        error, elapsed = failure(ctx.function("hostile.dispatch"), executable(), 0, 65535,
+                                 65535)
+    finally:
+        stop.set()
+        other.join()
+    assert error.code == StatusCode.DEADLINE_EXCEEDED
+    assert 0.5 <= elapsed < 0.5 + 0.1
+    assert results and all(result == 0 for result in results), results
+
+
+@pytest.mark.parametrize("device", ["local-sync", "local-task"])
 def test_huge_dispatch_stops_when_cancelled(device):
     ctx = context(Limits(), device)
     timer = threading.Timer(0.1, ctx.cancel)
