@@ -9,7 +9,8 @@ One extension, vmrt._cnative, holds:
 - vmrt_caller.c: `vmrt._cnative.Caller`, the fast path for exports whose cconv
   has only scalars (installed into the module by vmrt_caller_install());
 - vmrt_example.c: the example C module `cexample` (vmrt/native/example.py);
-- vmrt_files.c: the code cache's source records (vmrt/vm/code_cache.py).
+- vmrt_files.c: the code cache's source records, also on a thread of their own
+  (vmrt/vm/code_cache.py).
 """
 
 from pathlib import Path
@@ -85,6 +86,8 @@ CDEF = """
 
     int64_t vmrt_source_records(const char* directory, unsigned char* out, int64_t capacity,
                                 int64_t* out_count);
+    int vmrt_records_start(const char* directories, int64_t length);
+    int64_t vmrt_records_take(unsigned char* out, int64_t capacity, int64_t* out_count);
 
     /* Native CPU executables (vmrt_executable.c) */
     typedef struct vmrt_lib_dispatch_state_t {
@@ -210,6 +213,8 @@ int32_t vmrt_example_live_states(void);
 int vmrt_caller_install(void);
 int64_t vmrt_source_records(const char* directory, unsigned char* out, int64_t capacity,
                             int64_t* out_count);
+int vmrt_records_start(const char* directories, int64_t length);
+int64_t vmrt_records_take(unsigned char* out, int64_t capacity, int64_t* out_count);
 """
 
 

@@ -75,3 +75,117 @@ int64_t vmrt_source_records(const char* directory, unsigned char* out, int64_t c
   *out_count = (int64_t)count;
   return (int64_t)used;
 }
+
+/* -- the records of several directories, on a thread of its own ---------------------------
+ * A new process stats ~40 sources for the fingerprint (~0.25 ms of system calls here)
+ * before its first cache lookup; vmrt/vm/code_cache.py starts this at import, so the
+ * stats run beside whatever the process does first. The thread holds no Python state
+ * and never needs the GIL; one job per process (the Python side starts one, and a
+ * fork's child, which inherits the state but not the thread, never waits on it). */
+#include <pthread.h>
+
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t done_signal;
+  int state; /* 0: none, 1: running, 2: done, 3: taken */
+  char* directories; /* NUL-separated, ending with an empty name */
+  unsigned char* records;
+  int64_t used; /* bytes of records (-1: a directory or entry could not be read) */
+  int64_t count;
+} vmrt_records_job_t;
+
+static vmrt_records_job_t vmrt_records_job = {PTHREAD_MUTEX_INITIALIZER,
+                                              PTHREAD_COND_INITIALIZER, 0, NULL, NULL, 0, 0};
+
+/* Appends one directory's records to the job's (growing them as asked); a directory
+ * that cannot be read adds none, as it adds none to the fingerprint. */
+static int vmrt_records_append(vmrt_records_job_t* job, const char* directory, int64_t* room) {
+  for (;;) {
+    int64_t count = 0;
+    int64_t written = vmrt_source_records(directory, job->records + job->used,
+                                          *room - job->used, &count);
+    if (written >= 0) {
+      job->used += written;
+      job->count += count;
+      return 0;
+    }
+    if (written == -1) return 0;
+    int64_t grown_room = job->used + count + 4096;
+    unsigned char* grown = (unsigned char*)realloc(job->records, (size_t)grown_room);
+    if (grown == NULL) return -1;
+    job->records = grown;
+    *room = grown_room;
+  }
+}
+
+static void* vmrt_records_run(void* arg) {
+  vmrt_records_job_t* job = (vmrt_records_job_t*)arg;
+  int64_t room = 1 << 14;
+  job->records = (unsigned char*)malloc((size_t)room);
+  int failed = job->records == NULL;
+  for (const char* name = job->directories; !failed && *name; name += strlen(name) + 1) {
+    failed = vmrt_records_append(job, name, &room) != 0;
+  }
+  pthread_mutex_lock(&job->lock);
+  if (failed) job->used = -1;
+  job->state = 2;
+  pthread_cond_broadcast(&job->done_signal);
+  pthread_mutex_unlock(&job->lock);
+  return NULL;
+}
+
+/* Starts the job over `length` bytes of NUL-terminated directory names. Returns 0,
+ * or -1 when a job was started before or the thread cannot be made. */
+int vmrt_records_start(const char* directories, int64_t length) {
+  vmrt_records_job_t* job = &vmrt_records_job;
+  pthread_mutex_lock(&job->lock);
+  int result = -1;
+  if (job->state == 0 && length >= 0 &&
+      (job->directories = (char*)calloc((size_t)length + 2, 1)) != NULL) {
+    memcpy(job->directories, directories, (size_t)length);
+    pthread_attr_t attr;
+    pthread_t thread;
+    if (pthread_attr_init(&attr) == 0) {
+      pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+      if (pthread_create(&thread, &attr, vmrt_records_run, job) == 0) {
+        job->state = 1;
+        result = 0;
+      }
+      pthread_attr_destroy(&attr);
+    }
+    if (result != 0) {
+      free(job->directories);
+      job->directories = NULL;
+    }
+  }
+  pthread_mutex_unlock(&job->lock);
+  return result;
+}
+
+/* Waits for the job and takes its records: copies them to `out` and returns their
+ * length, `*out_count` the entries; -1 when there is no job to take (none started,
+ * or taken) or it failed; -2 when they do not fit in `capacity` (`*out_count` then
+ * says how many bytes they need, and they stay to be taken). */
+int64_t vmrt_records_take(unsigned char* out, int64_t capacity, int64_t* out_count) {
+  vmrt_records_job_t* job = &vmrt_records_job;
+  pthread_mutex_lock(&job->lock);
+  while (job->state == 1) pthread_cond_wait(&job->done_signal, &job->lock);
+  int64_t result = -1;
+  if (job->state == 2 && job->used >= 0 && job->used > capacity) {
+    *out_count = job->used;
+    result = -2;
+  } else if (job->state == 2) {
+    if (job->used >= 0) {
+      if (job->used) memcpy(out, job->records, (size_t)job->used);
+      *out_count = job->count;
+      result = job->used;
+    }
+    free(job->records);
+    free(job->directories);
+    job->records = NULL;
+    job->directories = NULL;
+    job->state = 3;
+  }
+  pthread_mutex_unlock(&job->lock);
+  return result;
+}

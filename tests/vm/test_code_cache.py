@@ -341,6 +341,60 @@ def test_source_records_from_c_equal_their_python_twin(tmp_path):
     assert code_cache.source_records(str(many)) == code_cache.python_source_records(str(many))
 
 
+#: Imports the code cache in a fresh process and prints whether a thread started
+#: stating the sources, and whether the fingerprint the lookup takes from it is the
+#: one computed without it; with argv[1] == "fork", of a child forked at once.
+FINGERPRINT_SCRIPT = r"""
+import json, os, sys
+from vmrt.vm import code_cache
+started = code_cache._fingerprint_job is not None
+if sys.argv[1:] == ["fork"]:
+    pid = os.fork()
+    if pid:
+        sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+took = code_cache._started_fingerprint()
+code_cache._fingerprint_job = None
+fingerprint = code_cache.runtime_fingerprint()
+print(json.dumps({"started": started, "took": took is not None,
+                  "took_equal": took == fingerprint,
+                  "equal": fingerprint == code_cache._fingerprint(
+                      *code_cache._runtime_location()),
+                  "again": code_cache._started_fingerprint() is None}))
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+def fingerprint_process(*args: str, **env) -> dict:
+    full_env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
+    full_env.update(env)
+    proc = subprocess.run([sys.executable, "-c", FINGERPRINT_SCRIPT, *args],
+                          capture_output=True, text=True, env=full_env, cwd=REPO_ROOT,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.skipif(not memory.NATIVE, reason="needs vmrt's C extension")
+def test_fingerprint_stated_on_a_thread_from_import_is_the_computed_one():
+    assert fingerprint_process() == {"started": True, "took": True, "took_equal": True,
+                                     "equal": True, "again": True}
+
+
+@pytest.mark.skipif(not memory.NATIVE, reason="needs vmrt's C extension")
+def test_forked_child_computes_its_own_fingerprint():
+    """The child inherits the job but not the thread: it never waits for it."""
+    assert fingerprint_process("fork") == {"started": True, "took": False,
+                                           "took_equal": False, "equal": True, "again": True}
+
+
+@pytest.mark.parametrize("env", [{"VMRT_CACHE": "0"}, {"VMRT_NO_NATIVE": "1"}],
+                         ids=["cache off", "pure Python"])
+def test_no_fingerprint_thread_without_cache_or_c(env):
+    assert fingerprint_process(**env) == {"started": False, "took": False,
+                                          "took_equal": False, "equal": True, "again": True}
+
+
 def test_runtime_without_sources_runs_without_cache(cache_dir, monkeypatch):
     monkeypatch.setattr(code_cache, "_runtime_fingerprint", b"")  # nothing was found to hash
     assert code_cache.default_cache() is None
@@ -473,6 +527,7 @@ def test_runtime_fingerprint_hashes_the_runtime_packages(monkeypatch):
     monkeypatch.setattr(code_cache, "_hash_sources",
                         lambda digest, directory: hashed.append(directory) or 1)
     monkeypatch.setattr(code_cache, "_runtime_fingerprint", None)
+    monkeypatch.setattr(code_cache, "_fingerprint_job", None)  # (the thread's: taken)
     assert code_cache.runtime_fingerprint()
     assert "vmrt.native" in code_cache.RUNTIME_PACKAGES
     expected = [os.path.dirname(__import__(package, fromlist=["_"]).__file__)

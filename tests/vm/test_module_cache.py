@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,84 @@ def test_large_flatbuffers_are_not_kept(cache_dir, monkeypatch):
     monkeypatch.setattr(module_cache, "MAX_HASHED_BYTES", 0)
     vmrt.load_module(SCALAR)
     assert module_files(cache_dir) == [] and module_cache.STATS.misses == 0
+
+
+# -- aliases: a file's key by its stat -----------------------------------------------------------
+def alias_files(path: Path) -> list[Path]:
+    return sorted(path.glob("*" + code_cache.ALIAS_SUFFIX)) if path.is_dir() else []
+
+
+def count_module_keys(monkeypatch) -> list:
+    """The calls of module_key (hashing a module's bytes) from now on."""
+    calls = []
+    real = module_cache.module_key
+    monkeypatch.setattr(module_cache, "module_key", lambda buf: calls.append(1) or real(buf))
+    return calls
+
+
+def test_settled_file_is_found_by_its_alias_without_hashing(cache_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(module_cache, "SETTLED_SECONDS", 0.0)
+    path = tmp_path / "m.vmfb"
+    path.write_bytes(MLP.read_bytes())
+    hashed = count_module_keys(monkeypatch)
+    read = vmrt.load_module(path)
+    assert len(hashed) == 1 and len(alias_files(cache_dir)) == 1
+    cached = vmrt.load_module(path)
+    assert len(hashed) == 1 and module_cache.STATS.hits == 1
+    assert cached.content_digest == read.content_digest and cached.verified == read.verified
+
+
+def test_recently_changed_file_gets_no_alias(cache_dir, tmp_path, monkeypatch):
+    """A file changed within SETTLED_SECONDS may change again within its file system's
+    clock tick, its stat unchanged: it is hashed every time until it settles."""
+    path = tmp_path / "m.vmfb"
+    path.write_bytes(SCALAR.read_bytes())
+    hashed = count_module_keys(monkeypatch)
+    vmrt.load_module(path)
+    vmrt.load_module(path)
+    assert len(hashed) == 2 and alias_files(cache_dir) == []
+    assert module_cache.STATS.hits == 1  # (the module entry itself is found by its hash)
+
+
+def test_file_rewritten_in_place_is_hashed_again(cache_dir, tmp_path, monkeypatch):
+    """Same inode, size and (restored) mtime: the change time still tells, and the
+    module is the new bytes' (their rodata changed, as a differing key shows)."""
+    monkeypatch.setattr(module_cache, "SETTLED_SECONDS", 0.0)
+    data = MLP.read_bytes()
+    info = read_module(data).archive
+    path = tmp_path / "m.vmfb"
+    path.write_bytes(data)
+    before = os.stat(path)
+    first = vmrt.load_module(path)
+    changed = bytearray(data)
+    changed[info.flatbuffer_offset + info.flatbuffer_length - 1] ^= 0x01  # (padding)
+    time.sleep(0.05)  # (past a coarse clock's tick: the ctime differs)
+    with open(path, "r+b") as f:
+        f.write(changed)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == \
+        (before.st_ino, before.st_size, before.st_mtime_ns)
+    hashed = count_module_keys(monkeypatch)
+    second = vmrt.load_module(path)
+    assert len(hashed) == 1 and len(alias_files(cache_dir)) == 2
+    assert second.content_digest != first.content_digest
+
+
+def test_alias_of_another_shape_is_not_used(cache_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(module_cache, "SETTLED_SECONDS", 0.0)
+    path = tmp_path / "m.vmfb"
+    path.write_bytes(SCALAR.read_bytes())
+    alias = module_cache.file_alias(module_cache.open_module_buffer(str(path)))
+    code_cache.default_cache().store(alias, b"short", module_cache.ALIAS)
+    hashed = count_module_keys(monkeypatch)
+    module = vmrt.load_module(path)
+    assert len(hashed) == 1
+    assert module.content_digest == vmrt.load_module(SCALAR.read_bytes()).content_digest
+
+
+def test_bytes_have_no_alias():
+    assert module_cache.file_alias(memoryview(SCALAR.read_bytes())) is None
 
 
 # -- invalid modules ---------------------------------------------------------------------------

@@ -18,13 +18,16 @@ _PRIVATE = getattr(mmap, "MAP_PRIVATE", None)
 
 
 class MappedFile(mmap.mmap):
-    """A read-only mapping of a whole file that knows the file (path and identity)."""
+    """A read-only mapping of a whole file that knows the file (path, identity and
+    its stat when mapped)."""
 
     @classmethod
-    def open(cls, path: str, fd: int) -> "MappedFile":
+    def open(cls, path: str, fd: int, info: os.stat_result | None = None) -> "MappedFile":
+        """Maps the file open as `fd`; `info`: its fstat, when the caller made it."""
         mapped = cls(fd, 0, access=mmap.ACCESS_READ)
-        info = os.fstat(fd)
+        info = info or os.fstat(fd)
         mapped.path = os.path.abspath(path)
+        mapped.stat = info
         mapped.identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
         return mapped
 

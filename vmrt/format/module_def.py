@@ -9,7 +9,9 @@ and JSON printing (json_dump).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
+import stat
 import struct
 from typing import Any
 
@@ -280,11 +282,16 @@ def open_module_buffer(data) -> memoryview:
     if isinstance(data, (str, os.PathLike)):
         path = os.fspath(data)
         try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size == 0:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            try:
+                info = os.fstat(fd)
+                if stat.S_ISDIR(info.st_mode):  # (as open() says of a directory)
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+                if info.st_size == 0:
                     return memoryview(b"")
-                return memoryview(MappedFile.open(path, f.fileno()))
+                return memoryview(MappedFile.open(path, fd, info))
+            finally:
+                os.close(fd)
         except OSError as error:  # also the matching OSError: `except FileNotFoundError`
             raise file_error(error, f"cannot read module file '{path}'",
                              base=ModuleFormatError) from None

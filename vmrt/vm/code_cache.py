@@ -21,7 +21,8 @@ The key of an entry is a hash of everything the generated code depends on:
   while the code changes; and vmrt.__version__ when there is one. A source counts
   by its name, size and modification time (to the nanosecond), as __pycache__
   tells a changed source (to the second): reading them all would cost a process
-  ~1 ms of its start;
+  ~1 ms of its start. The stats run on a C thread started at import
+  (_start_fingerprint), beside the process's other first work;
 - Python: importlib.util.MAGIC_NUMBER, the implementation's cache tag and the
   optimization level (-O drops asserts at compile time);
 - the format of the files (FORMAT_VERSION).
@@ -85,11 +86,14 @@ FILE_MAGIC = b"VMRTCODE"
 #: File header: magic, key digest, payload length, payload CRC-32.
 HEADER = struct.Struct("<8s32sQI")
 #: Files by what they hold: a function variant's code (vmrt.vm.module), a verified
-#: module's snapshot (vmrt.vm.module_cache), the snippets compile_snippet compiled.
+#: module's snapshot and a module file's key (vmrt.vm.module_cache), the snippets
+#: compile_snippet compiled.
 SUFFIX = ".vmc"
 MODULE_SUFFIX = ".vmm"
+#: A module file's key by the file's stat (vmrt.vm.module_cache, file_alias).
+ALIAS_SUFFIX = ".vma"
 SNIPPETS_SUFFIX = ".vms"
-ENTRY_SUFFIXES = (SUFFIX, MODULE_SUFFIX, SNIPPETS_SUFFIX)
+ENTRY_SUFFIXES = (SUFFIX, MODULE_SUFFIX, ALIAS_SUFFIX, SNIPPETS_SUFFIX)
 TEMP_SUFFIX = ".tmp"
 DEFAULT_MAX_BYTES = 256 << 20
 #: Eviction goes down to this fraction of the bound, so that it does not run again
@@ -129,6 +133,8 @@ _ENVIRONMENT = ("VMRT_CACHE", "VMRT_CACHE_DIR", "XDG_CACHE_HOME", "HOME", "USERP
                 "VMRT_CACHE_MAX_BYTES")
 _SETTINGS: dict[tuple, tuple[str, int] | None] = {}
 _runtime_fingerprint: bytes | None = None
+#: (pid, vmrt's version) of the C thread stating the fingerprint's sources, or None.
+_fingerprint_job: tuple[int, str] | None = None
 
 
 def is_code_entry(entry) -> bool:
@@ -267,16 +273,74 @@ def runtime_fingerprint() -> bytes | None:
     be told to be this runtime's, and the cache is off."""
     global _runtime_fingerprint
     if _runtime_fingerprint is None:
-        import vmrt
-
-        digest = blake2b(repr(getattr(vmrt, "__version__", None)).encode(), digest_size=32)
-        found = 0
-        root = os.path.dirname(getattr(vmrt, "__file__", None) or "")
-        if root:  # (the packages' directories, found without importing them)
-            for package in RUNTIME_PACKAGES:
-                found += _hash_sources(digest, os.path.join(root, *package.split(".")[1:]))
-        _runtime_fingerprint = digest.digest() if found else b""
+        fingerprint = _started_fingerprint()
+        _runtime_fingerprint = fingerprint if fingerprint is not None else \
+            _fingerprint(*_runtime_location())
     return _runtime_fingerprint or None
+
+
+def _runtime_location() -> tuple[str, str]:
+    """(vmrt's directory, or "" when it has no file; repr of its version)."""
+    vmrt = sys.modules.get("vmrt")
+    if vmrt is None:  # pragma: no cover - (vmrt is imported before its subpackages)
+        import vmrt
+    return (os.path.dirname(getattr(vmrt, "__file__", None) or ""),
+            repr(getattr(vmrt, "__version__", None)))
+
+
+def _package_directories(root: str) -> list[str]:
+    """The directories of RUNTIME_PACKAGES under vmrt's `root` (found without importing)."""
+    return [os.path.join(root, *package.split(".")[1:]) for package in RUNTIME_PACKAGES]
+
+
+def _fingerprint(root: str, version: str) -> bytes:
+    """runtime_fingerprint's hash (b"": no sources found) of the packages under `root`."""
+    digest = blake2b(version.encode(), digest_size=32)
+    found = 0
+    if root:
+        for directory in _package_directories(root):
+            found += _hash_sources(digest, directory)
+    return digest.digest() if found else b""
+
+
+def _start_fingerprint() -> None:
+    """Starts stating the sources of the fingerprint on a C thread, at import (see
+    vmrt_files.c): ~40 stats cost a new process ~0.25 ms of system calls, and it
+    mostly does other work (its device, its parameters) before its first cache
+    lookup, which then takes the records made meanwhile. The thread never needs the
+    GIL. Without the C extension (or a thread) the lookup stats them itself."""
+    global _fingerprint_job
+    ffi, lib, _ = c_extension()
+    root, version = _runtime_location()
+    if lib is None or not root or not switched_on("VMRT_CACHE"):
+        return
+    names = b"".join(os.fsencode(directory) + b"\0" for directory in _package_directories(root))
+    if lib.vmrt_records_start(names, len(names)) == 0:
+        _fingerprint_job = (os.getpid(), version)
+
+
+def _started_fingerprint() -> bytes | None:
+    """The fingerprint of the records _start_fingerprint's thread made, or None when
+    there are none to take (none started in this process: a fork's child inherits
+    the job, not the thread; taken; failed)."""
+    global _fingerprint_job
+    job, _fingerprint_job = _fingerprint_job, None
+    if job is None or job[0] != os.getpid():
+        return None
+    ffi, lib, _ = c_extension()
+    count = ffi.new("int64_t *")
+    capacity = _RECORDS_CAPACITY // 2  # (~1 KB now: fresh pages cost a new process)
+    for _ in range(2):  # (too small, the first call says what the second needs)
+        out = ffi.new("unsigned char[]", capacity)
+        written = lib.vmrt_records_take(out, capacity, count)
+        if written != -2:
+            break
+        capacity = count[0]
+    if written < 0:
+        return None
+    digest = blake2b(job[1].encode(), digest_size=32)
+    digest.update(ffi.buffer(out, written))
+    return digest.digest() if count[0] else b""
 
 
 def _hash_sources(digest, directory: str) -> int:
@@ -569,3 +633,6 @@ def _snippets_key(group: str = "") -> bytes:
     parts = ("snippets", group, FORMAT_VERSION, runtime_fingerprint(), MAGIC_NUMBER,
              sys.implementation.cache_tag, sys.flags.optimize)
     return blake2b(repr(parts).encode(), digest_size=32).digest()
+
+
+_start_fingerprint()
