@@ -441,10 +441,19 @@ class CommandBuffer(RefObject):
                            f"{source[3]}, target_length={target[3]})",
                            StatusCode.INVALID_ARGUMENT)
         if self._validate:
-            self._require(source, _SOURCE_NEEDS)
-            self._require(target, _TARGET_NEEDS)
-            if source[0] is not None and target[0] is not None and buffers_overlap(
-                    source[0], source[2], source[3], target[0], target[2], target[3]):
+            # (_require's usual case inline: direct buffers of admitted properties, as
+            # an initializer's hundreds of parameter copies are)
+            src, dst = source[0], target[0]
+            if src is None or (src.memory_type, src.allowed_usage, src.allowed_access) \
+                    not in _SOURCE_NEEDS.admitted:
+                self._require(source, _SOURCE_NEEDS)
+            if dst is None or (dst.memory_type, dst.allowed_usage, dst.allowed_access) \
+                    not in _TARGET_NEEDS.admitted:
+                self._require(target, _TARGET_NEEDS)
+            # (two different allocated buffers cannot overlap: no call for them)
+            if src is not None and dst is not None and (
+                    src is dst or src._root is not None or dst._root is not None) and \
+                    buffers_overlap(src, source[2], source[3], dst, target[2], target[3]):
                 raise HalError("source and target ranges overlap within the same buffer",
                                StatusCode.INVALID_ARGUMENT)
         if self.charge is not None:

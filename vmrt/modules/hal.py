@@ -478,9 +478,17 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0riirIrIII_v", name="command_buffer.copy_buffer")
     def command_buffer_copy_buffer(self, command_buffer, source_slot, target_slot, source,
                                    source_offset, target, target_offset, length, flags):
-        deref(command_buffer, CommandBuffer, "command_buffer").copy_buffer(
-            _ref(source, source_slot, source_offset, length),
-            _ref(target, target_slot, target_offset, length), flags)
+        # (_ref's and deref's checks inline for the usual exact types: an initializer
+        # records a copy per parameter, hundreds)
+        if command_buffer.__class__ is not CommandBuffer:
+            command_buffer = deref(command_buffer, CommandBuffer, "command_buffer")
+        if source.__class__ is not Buffer or target.__class__ is not Buffer:
+            command_buffer.copy_buffer(_ref(source, source_slot, source_offset, length),
+                                       _ref(target, target_slot, target_offset, length), flags)
+            return
+        command_buffer.copy_buffer((source, source_slot & _UINT32_MAX, source_offset, length),
+                                   (target, target_slot & _UINT32_MAX, target_offset, length),
+                                   flags)
 
     @export("0riiIi_r", name="command_buffer.create", state=True)
     def command_buffer_create(self, meter, device, modes, categories, queue_affinity,
