@@ -267,6 +267,18 @@ def test_alias_of_another_shape_is_not_used(cache_dir, tmp_path, monkeypatch):
     assert module.content_digest == vmrt.load_module(SCALAR.read_bytes()).content_digest
 
 
+def test_alias_is_of_the_path_too(tmp_path):
+    """A hard link has the same stat: its own path keeps it apart (a file system
+    giving every file the same times and no inodes would tell nothing else)."""
+    path = tmp_path / "m.vmfb"
+    path.write_bytes(SCALAR.read_bytes())
+    link = tmp_path / "link.vmfb"
+    os.link(path, link)
+    aliases = {module_cache.file_alias(module_cache.open_module_buffer(str(p)))
+               for p in (path, link, path)}
+    assert len(aliases) == 2 and None not in aliases
+
+
 def test_bytes_have_no_alias():
     assert module_cache.file_alias(memoryview(SCALAR.read_bytes())) is None
 

@@ -22,9 +22,10 @@ large embedded data would cost more than the verification it saves, which does
 not read it).
 
 A module read from a path also leaves an alias: its key stored under the file's
-identity and change times (device, inode, size, mtime and ctime to the
+path, identity and change times (device, inode, size, mtime and ctime to the
 nanosecond), so that a later process finds it without hashing the file (0.2 ms
-of a 67 KB module's first context), as git's index finds unchanged files. A
+of a 67 KB module's first context), as git's index finds unchanged files (and as
+__pycache__ trusts a source's mtime and size). A
 rewrite of the file changes its ctime, which no user can set; but a file system
 stamps times from a coarse clock (a few milliseconds, or seconds), so two writes
 within one tick can leave equal times: as git does with "racy" entries, no alias
@@ -149,9 +150,12 @@ def file_alias(buf: memoryview) -> bytes | None:
     if not isinstance(mapped, MappedFile) or len(buf) != len(mapped):
         return None
     info = mapped.stat
+    if not info.st_ino:  # (a file system without inode numbers tells files apart less)
+        return None
     parts = ("alias", ENTRY_VERSION, SNAPSHOT_VERSION, code_cache.FORMAT_VERSION,
              code_cache.runtime_fingerprint(), MAGIC_NUMBER, sys.implementation.cache_tag,
-             info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+             mapped.path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
+             info.st_ctime_ns)
     return code_cache.blake2b(repr(parts).encode(), digest_size=32).digest()
 
 
