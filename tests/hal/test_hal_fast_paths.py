@@ -10,7 +10,7 @@ import pytest
 from vmrt.errors import StatusCode
 from vmrt.hal import BufferUsage, HalError, HeapAllocator, MemoryType, create_device
 from vmrt.hal.buffer import MAPPED_ALLOCATION_BYTES, zeroed_memory
-from vmrt.hal.types import CommandBufferMode, CommandCategory, MemoryAccess
+from vmrt.hal.types import WHOLE_BUFFER, CommandBufferMode, CommandCategory, MemoryAccess
 
 DEVICE_LOCAL = int(MemoryType.DEVICE_LOCAL)
 DEFAULT = int(BufferUsage.DEFAULT)
@@ -70,6 +70,28 @@ def test_indirect_slot_requirements_merge_across_commands():
         device.queue_execute(-1, None, None, command_buffer, [(large, 0, 16), (small, 0, 12)])
     assert failure.value.code == StatusCode.OUT_OF_RANGE
     device.queue_execute(-1, None, None, command_buffer, [(small, 0, 12), (large, 0, 16)])
+
+
+def test_copies_into_one_target_slot_require_their_furthest_end():
+    """An initializer's hundreds of copies into one slot: the slot needs the end of
+    the furthest (whatever the order), and a copy of the whole buffer needs no end."""
+    device = create_device("local-sync")
+    source = device.allocator.allocate_buffer(DEVICE_LOCAL, DEFAULT, 64)
+    command_buffer = device.create_command_buffer(0, ANY_CATEGORY, binding_capacity=1)
+    command_buffer.begin()
+    for offset in (8, 40, 16, 0):
+        command_buffer.copy_buffer((source, 0, offset, 8), (None, 0, offset, 8))
+    command_buffer.copy_buffer((source, 0, 0, WHOLE_BUFFER), (None, 0, 0, WHOLE_BUFFER))
+    command_buffer.end()
+    assert command_buffer.slot_requirements[0].max_byte_offset == 48
+    short = device.allocator.allocate_buffer(DEVICE_LOCAL, DEFAULT, 47)
+    with pytest.raises(HalError) as failure:
+        device.queue_execute(-1, None, None, command_buffer, [(short, 0, 47)])
+    assert failure.value.code == StatusCode.OUT_OF_RANGE
+    target = device.allocator.allocate_buffer(DEVICE_LOCAL, DEFAULT, 48)
+    source.map_range(2, 0, 64)[:] = bytes(range(64))
+    device.queue_execute(-1, None, None, command_buffer, [(target, 0, 48)])
+    assert target.map_read(0, 48) == bytes(range(48))
 
 
 # -- binding addresses (native dispatches bind by address, not through views) ----------------------

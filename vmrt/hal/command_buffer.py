@@ -447,9 +447,17 @@ class CommandBuffer(RefObject):
             if src is None or (src.memory_type, src.allowed_usage, src.allowed_access) \
                     not in _SOURCE_NEEDS.admitted:
                 self._require(source, _SOURCE_NEEDS)
-            if dst is None or (dst.memory_type, dst.allowed_usage, dst.allowed_access) \
-                    not in _TARGET_NEEDS.admitted:
-                self._require(target, _TARGET_NEEDS)
+            if dst is not None:
+                if (dst.memory_type, dst.allowed_usage, dst.allowed_access) \
+                        not in _TARGET_NEEDS.admitted:
+                    self._require(target, _TARGET_NEEDS)
+            else:  # (a slot: Requirements.merge's usual case inline, its needs merged)
+                merged = self.slot_requirements.get(target[1])
+                if merged is None or _TARGET_NEEDS not in merged.merged_needs or \
+                        target[3] == WHOLE_BUFFER:
+                    self._require(target, _TARGET_NEEDS)
+                elif target[2] + target[3] > merged.max_byte_offset:
+                    merged.max_byte_offset = target[2] + target[3]
             # (two different allocated buffers cannot overlap: no call for them)
             if src is not None and dst is not None and (
                     src is dst or src._root is not None or dst._root is not None) and \

@@ -482,7 +482,8 @@ class HalModule(NativeModule, name="hal", version=7):
         # records a copy per parameter, hundreds)
         if command_buffer.__class__ is not CommandBuffer:
             command_buffer = deref(command_buffer, CommandBuffer, "command_buffer")
-        if source.__class__ is not Buffer or target.__class__ is not Buffer:
+        if not (source is None or source.__class__ is Buffer) or \
+                not (target is None or target.__class__ is Buffer):
             command_buffer.copy_buffer(_ref(source, source_slot, source_offset, length),
                                        _ref(target, target_slot, target_offset, length), flags)
             return
