@@ -329,7 +329,7 @@ def _started_fingerprint() -> bytes | None:
         return None
     ffi, lib, _ = c_extension()
     count = ffi.new("int64_t *")
-    capacity = _RECORDS_CAPACITY // 2  # (~1 KB now: fresh pages cost a new process)
+    capacity = _TAKE_CAPACITY
     for _ in range(2):  # (too small, the first call says what the second needs)
         out = ffi.new("unsigned char[]", capacity)
         written = lib.vmrt_records_take(out, capacity, count)
@@ -355,6 +355,9 @@ def _hash_sources(digest, directory: str) -> int:
 _SOURCE_STAT = struct.Struct("<qq")
 #: The records' room in the C call's first try: ~40 bytes a source.
 _RECORDS_CAPACITY = 1 << 14
+#: The first try's room for all the packages' records (~1 KB now; fresh pages cost
+#: a new process more than a second try would).
+_TAKE_CAPACITY = 1 << 13
 
 
 def source_records(directory: str) -> tuple[bytes, int]:
