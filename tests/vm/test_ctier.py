@@ -411,6 +411,26 @@ def test_memory_limit_holds_for_c_allocations(program, monkeypatch):
     assert outcomes[0][0][1] == "MemoryLimitExceeded"
 
 
+@pytest.mark.parametrize("bound", [None, 1 << 16], ids=["unbounded", "bounded"])
+def test_c_allocations_are_charged_only_to_a_bounded_meter(program, monkeypatch, bound):
+    """A buffer made in C dies with the C call making it: with no memory bound it is
+    not counted (no call back into Python for it); with one it is charged, then given
+    back, and none is held once the call returns either way."""
+    from vmrt.vm.limits import Meter
+
+    charged = []
+    real = Meter.charge_memory
+    monkeypatch.setattr(Meter, "charge_memory",
+                        lambda self, nbytes: charged.append(nbytes) or real(self, nbytes))
+    module = limited(program, "c", monkeypatch, fuel=10**6, max_memory=bound)
+    assert "vmrt_c_ordinal" in module.function("scratch").entry.__dict__
+    assert module.function("scratch")(0) == 0
+    with pytest.raises(vmrt.VMError, match="out-of-bounds"):  # (fills 4 bytes an element)
+        module.function("scratch")(1000)
+    assert charged == ([] if bound is None else [0, 1000])
+    assert module.context.memory_in_use == 0
+
+
 def test_depth_limit_same_in_both_tiers(program, monkeypatch):
     outcomes = [outcome(limited(program, tier, monkeypatch, max_depth=50).function("recurse"), 1)
                 for tier in ("c", "python")]

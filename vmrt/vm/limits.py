@@ -365,6 +365,9 @@ class Meter:
         if sys.getrecursionlimit() < self.max_depth + 1000:
             sys.setrecursionlimit(self.max_depth + 1000)
         self.max_memory = limits.max_memory
+        #: Whether memory is bounded (C-tier buffers, which die with the C call making
+        #: them, are charged only then: vmrt/vm/ctier/runtime.h).
+        self.bounds_memory = limits.max_memory is not None
         self.memory_in_use = 0
         self.timeout = limits.timeout
         self._deadline: float | None = None      # absolute (time.monotonic)
@@ -761,6 +764,7 @@ class DispatchMeter(Meter):
         self._pool = False
         self.charge_memory = parent.charge_memory
         self.release_memory = parent.release_memory
+        self.bounds_memory = parent.bounds_memory
         self._return_fuel = parent._return_fuel  # (bound: a dispatch gives back fuel each)
         self.hold = parent.hold
         self.track_container = parent.track_container

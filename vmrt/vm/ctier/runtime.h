@@ -35,8 +35,12 @@ typedef struct vmrt_ref {
   void *charged;           /* made here under limits: the call whose meter it is charged to */
 } vmrt_ref;
 
-/* The host's memory meter (runtime.py, cffi `extern "Python"`), under limits only:
-   charge fails (1) over the limit; uncharge gives the bytes back when freed. */
+/* The host's memory meter (runtime.py, cffi `extern "Python"`), under limits with a
+   memory bound only (c->meter_memory): charge fails (1) over the limit; uncharge gives
+   the bytes back when freed. A buffer made here never outlives the C call making it
+   (no C formula stores a ref but in registers, and results are scalars): without a
+   bound, no one could be refused and nothing is left in use once the call returns,
+   so its bytes are not counted (two Python callbacks per allocation saved). */
 static int32_t vmrt_charge_cb(void *call, int64_t bytes);
 static void vmrt_uncharge_cb(void *call, int64_t bytes);
 
@@ -59,6 +63,7 @@ typedef struct vmrt_ctx {
   int32_t frames[2 * VMRT_MAX_FRAMES]; /* (function ordinal, pc) pairs */
   int64_t fuel;            /* limits: spent by VMRT_CHARGE, refilled by the host */
   void *host;              /* the host's state of this call (runtime.py CCall) */
+  int32_t meter_memory;    /* limits with a memory bound: buffers made here charge it */
   int64_t results[16];     /* an entry's results: ints, or a float's bits */
 } vmrt_ctx;
 
@@ -158,13 +163,14 @@ static vmrt_ref *vmrt_buffer_new(uint64_t length) {
        if (VMRT_UNLIKELY(a_ < 0 || (a_ & (a_ - 1)) != 0)) \
          VMRT_RAISE(pc, VMRT_E_ALIGNMENT, a_, 0, NULL); \
        if (VMRT_UNLIKELY(n_ < 0)) VMRT_RAISE(pc, VMRT_E_NEGATIVE_LENGTH, n_, 0, NULL); \
-       if (c->host != NULL && vmrt_charge_cb(c->host, n_)) \
+       int32_t m_ = c->host != NULL && c->meter_memory; \
+       if (m_ && vmrt_charge_cb(c->host, n_)) \
          VMRT_RAISE(pc, VMRT_E_LIMIT, 0, 0, NULL); \
        vmrt_ref *r_ = vmrt_buffer_new((uint64_t)n_); \
        if (VMRT_UNLIKELY(r_ == NULL)) { \
-         if (c->host != NULL) vmrt_uncharge_cb(c->host, n_); \
+         if (m_) vmrt_uncharge_cb(c->host, n_); \
          VMRT_RAISE(pc, VMRT_E_ALLOC, n_, 0, NULL); } \
-       r_->charged = c->host; \
+       r_->charged = m_ ? c->host : NULL; \
        VMRT_SET_REF(dst, r_); } while (0)
 
 /* Bytes [off, off + n) inside buffer b (n < 0 or off < 0 are out of range). */

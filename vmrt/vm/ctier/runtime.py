@@ -228,6 +228,7 @@ class CInstance:
             ffi = self.cmodule.ffi
             c = ffi.new("vmrt_ctx *")
             c.inst, c.max_depth = self.state, meter.max_depth
+            c.meter_memory = meter.bounds_memory  # (runtime.h: vmrt_charge_cb)
             local.call = CCall(meter, c)
             c.host = local.handle = ffi.new_handle(local.call)
             local.c = c
@@ -239,10 +240,15 @@ class CInstance:
         meter's fuel moved into it (finish moves it back)."""
         if meter is None:
             return self.context(), None
-        c = self.metered_context(meter)
-        call = self.cmodule.ffi.from_handle(c.host)
-        call.start()
-        c.fuel, meter.fuel_cell.cell_contents = c.fuel + meter.fuel_cell.cell_contents, 0
+        local = self._metered.get(meter)
+        c = getattr(local, "c", None) if local is not None else None
+        if c is None:
+            c = self.metered_context(meter)
+            local = self._metered[meter]
+        call = local.call  # a call starts: no deadline yet (see call_deadline), no error
+        call.deadline, call.error = CCall._UNSET, None
+        cell = meter.fuel_cell
+        c.fuel, cell.cell_contents = c.fuel + cell.cell_contents, 0
         return c, call
 
     def entry(self, ordinal: int, python_function, meter=None, host_entry: bool = False):
@@ -323,10 +329,6 @@ class CCall:
 
     def __del__(self):  # (its thread ended, or the module instance went away)
         self.meter.release_fuel_holder(self)
-
-    def start(self) -> None:
-        """A call of the general entry starts (straight entries have VM frames)."""
-        self.deadline, self.error = self._UNSET, None
 
     def call_deadline(self):
         """As the Python tier's: on the outermost VM frame above (an entry's at least,
