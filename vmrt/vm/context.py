@@ -79,7 +79,9 @@ class Context:
     - `cancel()`, from any thread: calls in progress fail with CANCELLED at
       their next check point, and later calls at once, until `clear_cancel()`.
     - `memory_in_use`: bytes held by live VM allocations (and by native modules
-      that report theirs through `charge_memory(n)` / `release_memory(n)`).
+      that report theirs through `charge_memory(n)` / `release_memory(n)`);
+      without `max_memory`, not the scratch buffers of a C-tier call while it
+      runs (they die with it: vmrt/vm/ctier/runtime.h).
 
     Check points are block entries, loops and calls of bytecode; a native
     import runs to completion (its Python code is the host's, trusted).
