@@ -28,8 +28,13 @@ class MappedFile(mmap.mmap):
         info = info or os.fstat(fd)
         mapped.path = os.path.abspath(path)
         mapped.stat = info
-        mapped.identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        mapped.identity = file_identity(info)
         return mapped
+
+
+def file_identity(info: os.stat_result) -> tuple[int, int, int, int]:
+    """Which file, and which version of it: device, inode, size and mtime."""
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
 
 
 def _address(buffer) -> int:
@@ -54,7 +59,7 @@ def private_pages(view: memoryview) -> memoryview | None:
         return None
     try:
         info = os.fstat(fd)
-        if (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns) != mapped.identity:
+        if file_identity(info) != mapped.identity:
             return None  # replaced or rewritten since it was loaded
         pages = mmap.mmap(fd, start + len(view) - base, flags=_PRIVATE,
                           prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=base)

@@ -152,10 +152,8 @@ def file_alias(buf: memoryview) -> bytes | None:
     info = mapped.stat
     if not info.st_ino:  # (a file system without inode numbers tells files apart less)
         return None
-    parts = ("alias", ENTRY_VERSION, SNAPSHOT_VERSION, code_cache.FORMAT_VERSION,
-             code_cache.runtime_fingerprint(), MAGIC_NUMBER, sys.implementation.cache_tag,
-             mapped.path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
-             info.st_ctime_ns)
+    parts = ("alias", *_runtime_parts(), mapped.path, info.st_dev, info.st_ino, info.st_size,
+             info.st_mtime_ns, info.st_ctime_ns)
     return code_cache.blake2b(repr(parts).encode(), digest_size=32).digest()
 
 
@@ -174,12 +172,17 @@ def module_key(buf: memoryview) -> bytes | None:
     end = info.flatbuffer_offset + info.flatbuffer_length
     if info.flatbuffer_length > MAX_HASHED_BYTES or end > len(buf):
         return None
-    parts = ("module", ENTRY_VERSION, SNAPSHOT_VERSION, code_cache.FORMAT_VERSION,
-             code_cache.runtime_fingerprint(), MAGIC_NUMBER, sys.implementation.cache_tag,
-             len(buf))
+    parts = ("module", *_runtime_parts(), len(buf))
     digest = code_cache.blake2b(repr(parts).encode(), digest_size=32)
     digest.update(buf[:end])
     return digest.digest()
+
+
+def _runtime_parts() -> tuple:
+    """What a key of module_key's or file_alias's holds of the runtime: the entry and
+    snapshot layouts, the cache format, vmrt's sources and the Python."""
+    return (ENTRY_VERSION, SNAPSHOT_VERSION, code_cache.FORMAT_VERSION,
+            code_cache.runtime_fingerprint(), MAGIC_NUMBER, sys.implementation.cache_tag)
 
 
 def _fields(function: VerifiedFunction) -> tuple:
