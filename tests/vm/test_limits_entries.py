@@ -7,6 +7,7 @@ trimmed to a first slice."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 import vmrt
 from vmrt.asm import assemble
 from vmrt.errors import StatusCode, VMError
-from vmrt.vm.limits import Limits, Meter
+from vmrt.vm.limits import Limits, Meter, current_guard
 
 SOURCE = """
 vm.module @entries version 0
@@ -57,13 +58,33 @@ vm.func @tick_and_yield(%i0: i32) -> (i32) {
 ^bb1:
   vm.return %i0
 }
+
+// Calls the import, yields, then counts to %i0 (3 instructions an iteration).
+vm.export @tick_yield_count
+vm.func @tick_yield_count(%i0: i32) -> (i32) {
+^bb0:
+  %i1 = vm.call @host.tick(%i0)
+  %i1 = vm.const.i32.zero
+  %i2 = vm.const.i32 1
+  vm.yield ^bb1()
+^bb1:
+  %i1 = vm.add.i32 %i1, %i2
+  %i3 = vm.cmp.lt.i32.s %i1, %i0
+  vm.cond_br %i3, ^bb1(), ^bb2()
+^bb2:
+  vm.return %i1
+}
 """
 BUMP_COST = 5
 
 
 class Host(vmrt.NativeModule, name="host", version=0):
+    def __init__(self, delay: float = 0.0):
+        self.delay = delay
+
     @vmrt.export("0i_i")
     def tick(self, x):
+        time.sleep(self.delay)
         return x + 1
 
 
@@ -72,9 +93,10 @@ def program() -> bytes:
     return assemble(SOURCE)
 
 
-def context(program: bytes, tier: str = "python", **limits) -> vmrt.Context:
+def context(program: bytes, tier: str = "python", host: Host | None = None,
+            **limits) -> vmrt.Context:
     """A context of the module in `tier`, with Limits(**limits) (none without)."""
-    return vmrt.Context(modules=[Host(), vmrt.load_module(program)],
+    return vmrt.Context(modules=[host or Host(), vmrt.load_module(program)],
                         limits=Limits(**limits) if limits else None, tier=tier)
 
 
@@ -147,6 +169,48 @@ def test_a_yielding_export_leaves_the_depth_as_it_found_it(program):
     with pytest.raises(VMError) as info:
         tick(0)
     assert info.value.code == StatusCode.CANCELLED
+
+
+def test_a_yielding_call_counts_its_timeout_from_its_start(program):
+    """Its entry starts its deadline: a slow import before its first check point
+    counts (timed from that check point, the call would end well inside it)."""
+    host = Host()
+    ctx = context(program, host=host, timeout=0.2)
+    count = ctx.function("entries.tick_yield_count")
+    assert count(300_000) == 300_000  # (~0.03 s; leaves fuel: no check point at entry)
+    host.delay = 0.3
+    started = time.monotonic()
+    with pytest.raises(VMError) as info:
+        count(300_000)  # (its slices refill, each a check point)
+    assert info.value.code == StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - started < 0.3 + 0.1
+    assert current_guard() is None  # (the call's guard went with it)
+    host.delay = 0
+    assert count(10) == 10  # (the next call has its own deadline)
+
+
+def test_a_suspended_call_keeps_its_deadline_on_another_thread(program):
+    """The call's guard is current only while it runs: calls made while it is
+    suspended have their own; resumed on another thread, it keeps its deadline."""
+    ctx = context(program, timeout=0.2)
+    count = ctx.function("entries.tick_yield_count")
+    call = count.invoke_async(300_000)
+    assert call.resume() is False  # (suspended at its yield)
+    assert current_guard() is None
+    assert count(10) == 10  # (between its steps: a call of its own, not late)
+    time.sleep(0.25)
+    assert count(10) == 10  # (its own deadline, not the suspended call's)
+    errors = []
+
+    def resume():
+        try:
+            call.wait()
+        except VMError as error:
+            errors.append(error.code)
+    thread = threading.Thread(target=resume)
+    thread.start()
+    thread.join()
+    assert errors == [StatusCode.DEADLINE_EXCEEDED]
 
 
 # -- slices ---------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from vmrt.native import NativeModule, export
 from vmrt.vm.buffer import ACCESS_MUTABLE, ACCESS_ORIGIN_MODULE, VMBuffer
 from vmrt.vm.cconv import Signature
 from vmrt.vm.invocation import SOLE_LOCAL
-from vmrt.vm.limits import leave_guard
+from vmrt.vm.limits import current_guard, leave_guard
 from vmrt.vm.ref import RefObject, null_ref_error, register_ref_type
 
 
@@ -167,6 +167,10 @@ def guarded_call(meter, fn, *args):
     waits, device work and dispatches stop with the call, VM code is metered."""
     if meter is None:
         return fn(*args)
+    guard = current_guard()
+    if guard is not None and guard.meter is meter:  # (the call's, current since its entry)
+        guard.check()
+        return fn(*args)
     token = meter.enter_guard(sys._getframe())  # (what `with guarded(meter)` does, cheaper)
     try:
         return fn(*args)
@@ -181,7 +185,11 @@ def _queue_call(meter, queue_method, queue_affinity, wait_fence, signal_fence, *
     # (fence_or_none, inline: queue calls are hot)
     wait = wait_fence if isinstance(wait_fence, Fence) else None
     signal = signal_fence if isinstance(signal_fence, Fence) else None
-    if meter is None:  # (guarded_call's test, one frame fewer)
+    if meter is None:  # (guarded_call's tests, one frame fewer)
+        return queue_method(queue_affinity, wait, signal, *args)
+    guard = current_guard()
+    if guard is not None and guard.meter is meter:
+        guard.check()
         return queue_method(queue_affinity, wait, signal, *args)
     token = meter.enter_guard(sys._getframe())
     try:

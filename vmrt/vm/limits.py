@@ -137,7 +137,8 @@ class Limits:
         and by native modules that report theirs (MemoryLimitExceeded when an
         allocation would exceed it).
     timeout: seconds each outermost call may run (DeadlineExceeded), counted
-        from its first check point (at most a fuel slice, ~2 ms of work, after it
+        from its start (for a function that cannot yield, called from the host:
+        from its first check point, at most FIRST_SLICE instructions after it
         starts); each call has its own, also when several threads call one
         context. See also `Context.set_deadline` for an absolute deadline.
 
@@ -165,30 +166,58 @@ _ENTRY_MAKERS: dict[int, types.CodeType] = {}
 
 def _entry_maker(arity: int) -> types.CodeType:
     """Code of make(fn) -> an entry taking `arity` arguments into `fn`, a generated
-    generator function (a function that may yield), with FUEL, CUR and WATCH free:
+    generator function (a function that may yield), with CUR and STOP free:
     bound to a context's cells, the entry uses them as directly as generated code does
     (no *args: an entry costs ~0.15 us, not ~0.5). CUR goes back to the caller's when
     the generator ends, not when it is made: its import call sites move CUR as it runs
-    (else the next outermost call would start deeper, and skip BEGIN_CALL)."""
+    (else the next outermost call would start deeper, and skip its check).
+
+    An outermost call (CUR 0) is refused at once if the context is cancelled or late
+    (STOP: BEGIN_CALL), and gets its CallGuard (CALL_GUARD: its deadline starts
+    there), current on its thread while its code runs, not while it is suspended:
+    its check points and HAL calls find it without looking at frames
+    (Meter.call_deadline). Its timeout counting from its start, it needs no trimmed
+    first slice (Meter.begin_call). Generated code only resumes a call with next()."""
     code = _ENTRY_MAKERS.get(arity)
     if code is None:
-        from vmrt.vm.codegen import host_prologue
-
         params = ", ".join(f"a{i}" for i in range(arity))
-        prologue = host_prologue(None, True)
+        comma = ", " if arity else ""
         source = f"""
 def scope():
-    FUEL = CUR = WATCH = None
+    CUR = STOP = None
     def make(fn):
-        def restoring(generator, base):
+        def nested(generator, base):
             nonlocal CUR
             try:
                 return (yield from generator)
             finally:
                 CUR = base
+        def outermost(generator, guard):
+            nonlocal CUR
+            try:
+                while True:
+                    token = SET_GUARD(guard)
+                    try:
+                        step = next(generator)
+                    except StopIteration as stop:
+                        return stop.value
+                    finally:
+                        RESET_GUARD(token)
+                    try:
+                        yield step
+                    except GeneratorExit:
+                        generator.close()
+                        raise
+                    if guard.thread != GET_IDENT():  # (resumed on another thread)
+                        guard = guard.moved()
+            finally:
+                CUR = 0
         def call({params}):
-            {prologue.replace(chr(10), chr(10) + ' ' * 12)}
-            return restoring(fn({params}{', ' if arity else ''}base + 1), base)
+            base = CUR
+            if base:
+                return nested(fn({params}{comma}base + 1), base)
+            if STOP: BEGIN_CALL()
+            return outermost(fn({params}{comma}1), CALL_GUARD())
         return call
 """
         scope = compile(source, "<vmrt limits entry>", "exec").co_consts[0]
@@ -274,6 +303,10 @@ class CallGuard:
         if meter._cancelled or (deadline is not None and time.monotonic() >= deadline):
             _raise(meter.interruption_at(self.deadline))
 
+    def moved(self) -> CallGuard:
+        """The same call's guard for the thread it now runs on (its deadline kept)."""
+        return CallGuard(self.meter, self.deadline)
+
 
 _GUARD: contextvars.ContextVar = contextvars.ContextVar("vmrt_call_guard", default=None)
 
@@ -312,13 +345,15 @@ class Meter:
     cancellation and the deadline and hands out the next slice; a slice lasts
     about SLICE_SECONDS at the pace of the last one (it shrinks at once, grows
     at most twofold), so a deadline is noticed promptly even when imports are
-    slow; with a timeout, an outermost call starts with at most FIRST_SLICE of a
-    larger slice (refill raises WATCH, begin_call trims it).
+    slow.
 
-    A call's deadline is kept in the frame locals of its outermost VM frame
-    (found from the refill, on the calling thread), so each call has its own,
-    whatever thread makes it; generated code needs nothing at entry for it
-    (call_deadline).
+    An outermost call of a function that may yield gets its CallGuard (and with
+    it its deadline) at entry, current on its thread while it runs (_entry_maker).
+    Others need nothing at entry: the deadline of such a call is kept in the frame
+    locals of its outermost VM frame, found from its first refill, so each call has
+    its own, whatever thread makes it (call_deadline); with a timeout, such a call
+    starts with at most FIRST_SLICE of a larger slice (refill raises WATCH,
+    begin_call trims it), so that its first check point comes soon.
 
     Straight-line functions called from outside generated code (the host, a native
     module re-entering the context) pay from fuel lent ahead, counted as remaining
@@ -343,8 +378,9 @@ class Meter:
     MAX_SLICE = 1 << 16
     MAX_NATIVE_SLICE = 1 << 26  # (the C tier's code: a slice is still ~SLICE_SECONDS)
     SLICE_SECONDS = 0.002
-    #: Fuel an outermost call starts with at most, with a timeout: its first check
-    #: point (where its timeout starts) comes soon even if its imports are slow.
+    #: Fuel an outermost call entered without a CallGuard starts with at most, with a
+    #: timeout: its first check point (where its timeout starts) comes soon even if
+    #: its imports are slow.
     FIRST_SLICE = 1024
     #: Fuel lent at once in tickets of one cost: `pay` runs once per that many
     #: instructions of straight-line calls from outside generated code.
@@ -598,9 +634,10 @@ class Meter:
 
     def call_deadline(self, frame) -> float | None:
         """The timeout deadline of the call `frame` runs in (None without a timeout or
-        outside any call of this context). The first lookup of a call keeps it in the
-        locals of its outermost VM frame: the timeout runs from there (see
-        Limits.timeout). This thread remembers that frame (by address, and a weak
+        outside any call of this context): its CallGuard's, current since its entry,
+        if it has one (an outermost call through an entry: _entry_maker). Else the
+        first lookup of a call keeps it in the locals of its outermost VM frame: the
+        timeout runs from there (see Limits.timeout). This thread remembers that frame (by address, and a weak
         reference to the deadline kept there), so later lookups of the call stop
         there, reading no frame's locals."""
         if self.timeout is None:
@@ -646,17 +683,28 @@ class Meter:
         self._watch()
 
     def begin_native_call(self) -> None:
-        """An outermost call into C starts while STOP is set: refused at once if the
-        context is cancelled or late. (C makes no imports: its first check point
-        comes within a slice, ~SLICE_SECONDS of its work, untrimmed.)"""
+        """An outermost call into C, or one whose timeout counts from its entry
+        (_entry_maker), starts while STOP is set: refused at once if the context is
+        cancelled or late. (C makes no imports: its first check point comes within a
+        slice, ~SLICE_SECONDS of its work, untrimmed.)"""
         if self._stopping():
             _raise(self.interruption_at(None))
 
+    def call_guard(self) -> CallGuard:
+        """The CallGuard of an outermost call starting on this thread (CALL_GUARD of
+        the entries: _entry_maker); with a timeout, its deadline starts now."""
+        timeout = self.timeout
+        return CallGuard(self, None if timeout is None else time.monotonic() + timeout)
+
     def guard(self, frame=None) -> CallGuard:
-        """The CallGuard of the call running on this thread (from its VM frames, found
-        from `frame` on: the caller's by default). Made once per call and thread (HAL
+        """The CallGuard of the call running on this thread: the one its entry made
+        current, else (a call entered without one) from its VM frames, found from
+        `frame` on (the caller's by default), made once per call and thread (HAL
         calls ask for it each): kept with the call's deadline, or without a timeout
         by the thread (all its calls have the same)."""
+        guard = _GUARD.get()
+        if guard is not None and guard.meter is self and guard.thread == threading.get_ident():
+            return guard
         if self.timeout is None:
             guard = getattr(self._last_call, "guard", None)
             if guard is None:
@@ -692,7 +740,9 @@ class Meter:
             raise VMError("a straight-line function needs its own host entry",
                           StatusCode.INTERNAL)
         code = _entry_maker(fn.__code__.co_argcount - 1)
-        namespace = {"METER": self, "BEGIN_CALL": self.begin_call, "REFILL": self.refill}
+        namespace = {"METER": self, "BEGIN_CALL": self.begin_native_call,
+                     "CALL_GUARD": self.call_guard, "SET_GUARD": _GUARD.set,
+                     "RESET_GUARD": _GUARD.reset, "GET_IDENT": threading.get_ident}
         make = types.FunctionType(code, namespace, "make", None,
                                   tuple(self.cells[name] for name in code.co_freevars))
         return make(fn)
