@@ -266,3 +266,43 @@ def test_parameter_loads_are_charged(tmp_path):
     assert info.value.code == StatusCode.RESOURCE_EXHAUSTED
     del loaded
     assert ctx.memory_in_use == 0
+
+
+# -- dispatches in the C tier under limits -------------------------------------------------
+def test_dispatches_in_c_under_limits_spend_what_python_spends(monkeypatch):
+    """A dispatch the C tier compiled runs its workgroups in one C call under limits
+    too, the call's fuel going in and what is left coming back by value: it spends
+    what the Python tier spends, and out of fuel inside C it fails as the Python tier
+    does, with the same fuel left (none lost, none made)."""
+    from vmrt.vm.ctier import runtime
+    from vmrt.vm.ctier.build import compiler_identity
+
+    if compiler_identity() is None:
+        pytest.skip("needs a C compiler")
+    in_c = []
+    run_workgroups = runtime.run_workgroups
+    monkeypatch.setattr(runtime, "run_workgroups",
+                        lambda *args: in_c.append(1) or run_workgroups(*args))
+
+    def outcome(tier: str, budget: int):
+        """(error code or None, fuel left) of a 2x2 dispatch with `budget` fuel."""
+        monkeypatch.setenv("VMRT_TIER", tier)
+        # (a context without limits builds the C; one with limits only uses a build)
+        assert context(None).function("hostile.dispatch")(executable(), 0, 2, 2) == 0
+        ctx = context(Limits(fuel=budget, timeout=60))
+        try:
+            assert ctx.function("hostile.dispatch")(executable(), 0, 2, 2) == 0
+            code = None
+        except VmrtError as error:
+            code = error.code
+        return code, ctx.fuel_remaining
+
+    code, left = outcome("python", 10**9)
+    assert code is None and not in_c
+    spent = 10**9 - left
+    assert outcome("auto", 10**9) == (None, left) and in_c
+    for budget in (spent - 1, spent // 2, spent // 5):
+        expected = outcome("python", budget)
+        assert expected[0] == StatusCode.RESOURCE_EXHAUSTED
+        in_c.clear()
+        assert outcome("auto", budget) == expected and in_c

@@ -538,6 +538,20 @@ def test_runtime_fingerprint_hashes_the_runtime_packages(monkeypatch):
     assert [os.path.realpath(d) for d in hashed] == [os.path.realpath(d) for d in expected]
 
 
+def test_runtime_packages_name_their_subpackages():
+    """A directory is hashed without its subdirectories: a subpackage of a runtime
+    package (vmrt.vm.ctier, whose generator the C tier's build keys rely on) must be
+    named itself, or a change to it would reuse what the old one made."""
+    import vmrt
+
+    root = os.path.dirname(vmrt.__file__)
+    for package in code_cache.RUNTIME_PACKAGES:
+        directory = os.path.join(root, *package.split(".")[1:])
+        for entry in os.scandir(directory):
+            if entry.is_dir() and os.path.exists(os.path.join(entry.path, "__init__.py")):
+                assert f"{package}.{entry.name}" in code_cache.RUNTIME_PACKAGES
+
+
 def test_damaged_snippets_are_compiled_again(cache_dir):
     expected = run_snippet_process(cache_dir)["compiled"]
     for path in snippet_files(cache_dir):

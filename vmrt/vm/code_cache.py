@@ -105,8 +105,10 @@ STALE_TEMP_SECONDS = 3600
 #: eviction order needs no finer grain, and each refresh is a metadata write.
 REFRESH_SECONDS = 60
 #: Packages whose sources shape generated code (hashed into every key): the code
-#: generator and what it reads, and the makers of keyed snippets (compile_snippet).
-RUNTIME_PACKAGES = ("vmrt.vm", "vmrt.isa", "vmrt.format", "vmrt.native")
+#: generator and what it reads, the C tier's generator (its builds' keys: ctier.build)
+#: and the makers of keyed snippets (compile_snippet). Each directory is hashed on its
+#: own, its subpackages not: each is named.
+RUNTIME_PACKAGES = ("vmrt.vm", "vmrt.vm.ctier", "vmrt.isa", "vmrt.format", "vmrt.native")
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)

@@ -297,10 +297,9 @@ class CallGuard:
         """Raises CANCELLED or DEADLINE_EXCEEDED when the call must stop (HAL calls
         check each: the clock is read here, and interruption_at runs only to raise)."""
         meter = self.meter
-        deadline, absolute = self.deadline, meter._deadline
-        if absolute is not None and (deadline is None or absolute < deadline):
-            deadline = absolute
-        if meter._cancelled or (deadline is not None and time.monotonic() >= deadline):
+        if meter._cancelled or meter._deadline is not None:  # (rare: the full test)
+            _raise(meter.interruption_at(self.deadline))
+        elif self.deadline is not None and time.monotonic() >= self.deadline:
             _raise(meter.interruption_at(self.deadline))
 
     def moved(self) -> CallGuard:
@@ -694,7 +693,12 @@ class Meter:
         """The CallGuard of an outermost call starting on this thread (CALL_GUARD of
         the entries: _entry_maker); with a timeout, its deadline starts now."""
         timeout = self.timeout
-        return CallGuard(self, None if timeout is None else time.monotonic() + timeout)
+        if timeout is None:  # (all the thread's calls have the same: made once)
+            guard = getattr(self._last_call, "guard", None)
+            if guard is None:
+                guard = self._last_call.guard = CallGuard(self, None)
+            return guard
+        return CallGuard(self, time.monotonic() + timeout)
 
     def guard(self, frame=None) -> CallGuard:
         """The CallGuard of the call running on this thread: the one its entry made
@@ -706,10 +710,7 @@ class Meter:
         if guard is not None and guard.meter is self and guard.thread == threading.get_ident():
             return guard
         if self.timeout is None:
-            guard = getattr(self._last_call, "guard", None)
-            if guard is None:
-                guard = self._last_call.guard = CallGuard(self, None)
-            return guard
+            return self.call_guard()
         found = self._call(frame or sys._getframe(1))
         if found is None:
             return CallGuard(self, None)
@@ -777,7 +778,8 @@ class Meter:
 
     def hold(self, nbytes: int) -> MemoryHold:
         """Charges `nbytes` (RESOURCE_EXHAUSTED over the limit) to a MemoryHold."""
-        nbytes = max(0, nbytes)
+        if nbytes < 0:
+            nbytes = 0
         self.charge_memory(nbytes)
         return MemoryHold(self, nbytes)
 

@@ -394,6 +394,27 @@ def workgroups_function(shape) -> tuple[str, str] | None:
     return body, prototype + ";"
 
 
+def metered_workgroups_function(shape) -> tuple[str, str] | None:
+    """vmrt_workgroups_<N> under limits, fuel in and out by value as the metered entry
+    takes it (metered_entry_function): -1 when a workgroup failed."""
+    if shape.arguments != WORKGROUP_ARGUMENTS or shape.results:
+        return None
+    params = ("vmrt_ctx *c, int32_t depth, int64_t fuel, vmrt_ref *local, vmrt_ref *constants, "
+              "vmrt_ref *bindings, const int32_t *ids, int64_t count, int32_t sx, int32_t sy, "
+              "int32_t sz, int32_t cx, int32_t cy, int32_t cz")
+    prototype = f"int64_t vmrt_metered_workgroups_{shape.ordinal}({params})"
+    body = f"""{prototype} {{
+  c->fuel += fuel;
+  if (vmrt_workgroups_{shape.ordinal}(c, depth, local, constants, bindings, ids, count,
+                                      sx, sy, sz, cx, cy, cz)) return -1;
+  fuel = c->fuel;
+  c->fuel = 0;
+  return fuel;
+}}
+"""
+    return body, prototype + ";"
+
+
 def generate_module(module, shapes: dict) -> tuple[str, list[str]]:
     """(C source, cdef declarations of its entries) for a module's compilable functions."""
     functions = {o: FunctionEmitter(s, module) for o, s in sorted(shapes.items())}
@@ -404,7 +425,8 @@ def generate_module(module, shapes: dict) -> tuple[str, list[str]]:
         cost = module.static_cost(shape.ordinal)  # (a straight-line function: paid at entry)
         metered = metered_entry_function(shape) if cost is None else \
             paid_entry_function(shape, cost)
-        for made in (entry_function(shape), metered, workgroups_function(shape)):
+        for made in (entry_function(shape), metered, workgroups_function(shape),
+                     metered_workgroups_function(shape)):
             if made is not None:
                 entries.append(made[0])
                 declarations.append(made[1])

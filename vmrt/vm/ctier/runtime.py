@@ -240,16 +240,23 @@ class CInstance:
         meter's fuel moved into it (finish moves it back)."""
         if meter is None:
             return self.context(), None
-        local = self._metered.get(meter)
-        c = getattr(local, "c", None) if local is not None else None
-        if c is None:
-            c = self.metered_context(meter)
-            local = self._metered[meter]
-        call = local.call  # a call starts: no deadline yet (see call_deadline), no error
-        call.deadline, call.error = CCall._UNSET, None
+        c, call = self.metered_call(meter)
         cell = meter.fuel_cell
-        c.fuel, cell.cell_contents = c.fuel + cell.cell_contents, 0
+        c.fuel += cell.cell_contents
+        cell.cell_contents = 0
         return c, call
+
+    def metered_call(self, meter):
+        """This thread's vmrt_ctx under `meter` and its CCall, for a call starting (no
+        deadline yet: see call_deadline; no error); no fuel moved."""
+        local = self._metered.get(meter)
+        call = getattr(local, "call", None) if local is not None else None
+        if call is None:
+            self.metered_context(meter)
+            call = self._metered[meter].call
+        call.deadline = CCall._UNSET
+        call.error = None
+        return call.context, call
 
     def entry(self, ordinal: int, python_function, meter=None, host_entry: bool = False):
         """The callable that runs function N in C: without limits, for any caller; with
@@ -266,8 +273,11 @@ class CInstance:
         else:
             entry = straight_entry(self, ordinal, kinds, results, general, meter, host_entry)
         entry.vmrt_c_ordinal = ordinal
-        workgroups = getattr(self.cmodule.lib, f"vmrt_workgroups_{ordinal}", None)
+        lib = self.cmodule.lib
+        workgroups = getattr(lib, f"vmrt_workgroups_{ordinal}", None)
         if workgroups is not None:
+            if meter is not None:
+                workgroups = getattr(lib, f"vmrt_metered_workgroups_{ordinal}")
             entry.run_workgroups = lambda *a: run_workgroups(self, workgroups, meter, *a)
         return entry
 
@@ -535,17 +545,33 @@ def run_workgroups(cinstance: CInstance, workgroups, meter, local, constants, bi
                    size, count) -> bool:
     """Runs a dispatch's workgroups (`ids`: x, y, z triples) in one C call, without
     the GIL; on failure, the VMError names the workgroup (its index in c.results[0]).
-    False: values the C tier does not model (the caller runs them in Python)."""
+    False: values the C tier does not model (the caller runs them in Python). Under
+    limits `workgroups` is vmrt_metered_workgroups_N: the meter's fuel goes in, and
+    what is left comes back, by value (as a metered straight entry's)."""
     ffi = cinstance.cmodule.ffi
     refs = CallRefs(ffi)
     try:
         args = [refs.ref(local), refs.ref(constants), refs.ref(bindings)]
     except Unsupported:
         return False
-    flat = ffi.new("int32_t[]", [v for xyz in ids for v in xyz] or [0])
-    c, call = cinstance.new_context(meter)
+    args += [ffi.new("int32_t[]", [v for xyz in ids for v in xyz] or [0]), len(ids),
+             *size, *count]
     try:
-        cinstance.run(c, call, refs, workgroups, 1, *args, flat, len(ids), *size, *count)
+        if meter is None:
+            c = cinstance.context()
+            cinstance.run(c, None, refs, workgroups, 1, *args)
+            return True
+        c, call = cinstance.metered_call(meter)
+        cell = meter.fuel_cell
+        fuel, cell.cell_contents = cell.cell_contents, 0
+        try:
+            left = workgroups(c, 1, fuel, *args)
+        except BaseException:  # (an argument cffi refused: nothing ran)
+            cell.cell_contents += fuel
+            raise
+        if left < 0:
+            cinstance.finish(c, call, refs, True)  # (c->fuel back, and the error raised)
+        cell.cell_contents += left
     except VMError as error:
         error.workgroup = ids[c.results[0]]
         raise
