@@ -269,26 +269,36 @@ def test_parameter_loads_are_charged(tmp_path):
 
 
 # -- dispatches in the C tier under limits -------------------------------------------------
-def test_dispatches_in_c_under_limits_spend_what_python_spends(monkeypatch):
-    """A dispatch the C tier compiled runs its workgroups in one C call under limits
-    too, the call's fuel going in and what is left coming back by value: it spends
-    what the Python tier spends, and out of fuel inside C it fails as the Python tier
-    does, with the same fuel left (none lost, none made)."""
+@pytest.fixture
+def c_runs(monkeypatch) -> list:
+    """Needs a C compiler; lists each dispatch range run in C (vmrt.vm.ctier)."""
     from vmrt.vm.ctier import runtime
     from vmrt.vm.ctier.build import compiler_identity
 
     if compiler_identity() is None:
         pytest.skip("needs a C compiler")
-    in_c = []
+    runs: list = []
     run_workgroups = runtime.run_workgroups
     monkeypatch.setattr(runtime, "run_workgroups",
-                        lambda *args: in_c.append(1) or run_workgroups(*args))
+                        lambda *args: runs.append(args[6:8]) or run_workgroups(*args))
+    return runs
 
+
+def built_in_c(monkeypatch, tier: str = "auto") -> None:
+    """The executable's C built, by a context without limits (one with limits only
+    uses a build), for contexts made from now on in `tier`."""
+    monkeypatch.setenv("VMRT_TIER", tier)
+    assert context(None).function("hostile.dispatch")(executable(), 0, 2, 2) == 0
+
+
+def test_dispatches_in_c_under_limits_spend_what_python_spends(monkeypatch, c_runs):
+    """A dispatch the C tier compiled runs its workgroups in one C call under limits
+    too, the call's fuel going in and what is left coming back by value: it spends
+    what the Python tier spends, and out of fuel inside C it fails as the Python tier
+    does, with the same fuel left (none lost, none made)."""
     def outcome(tier: str, budget: int):
         """(error code or None, fuel left) of a 2x2 dispatch with `budget` fuel."""
-        monkeypatch.setenv("VMRT_TIER", tier)
-        # (a context without limits builds the C; one with limits only uses a build)
-        assert context(None).function("hostile.dispatch")(executable(), 0, 2, 2) == 0
+        built_in_c(monkeypatch, tier)
         ctx = context(Limits(fuel=budget, timeout=60))
         try:
             assert ctx.function("hostile.dispatch")(executable(), 0, 2, 2) == 0
@@ -298,11 +308,34 @@ def test_dispatches_in_c_under_limits_spend_what_python_spends(monkeypatch):
         return code, ctx.fuel_remaining
 
     code, left = outcome("python", 10**9)
-    assert code is None and not in_c
+    assert code is None and not c_runs
     spent = 10**9 - left
-    assert outcome("auto", 10**9) == (None, left) and in_c
+    assert outcome("auto", 10**9) == (None, left) and c_runs[-1] == (0, 4)
     for budget in (spent - 1, spent // 2, spent // 5):
         expected = outcome("python", budget)
         assert expected[0] == StatusCode.RESOURCE_EXHAUSTED
-        in_c.clear()
-        assert outcome("auto", budget) == expected and in_c
+        c_runs.clear()
+        assert outcome("auto", budget) == expected and c_runs
+
+
+def test_a_huge_dispatch_in_c_makes_its_workgroup_ids_one_at_a_time(monkeypatch, c_runs):
+    """No list of a dispatch's ids is made for C to run (65535 x 65535 of them would
+    hold gigabytes, uncharged, and take minutes to make): under a fuel limit alone
+    it fails once its fuel is spent. (The timer cancels a run that makes the list.)"""
+    import tracemalloc
+
+    built_in_c(monkeypatch)
+    ctx = context(Limits(fuel=10**6))
+    timer = threading.Timer(2.0, ctx.cancel)
+    timer.start()
+    tracemalloc.start()
+    try:
+        error, _ = failure(ctx.function("hostile.dispatch"), executable(), 0, 65535, 65535)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        timer.cancel()
+    assert error.code == StatusCode.RESOURCE_EXHAUSTED, error
+    assert c_runs[-1] == (0, 65535 * 65535)
+    assert peak < 1 << 20
+    assert "workgroup (" in str(error)  # (named from the index C failed at)

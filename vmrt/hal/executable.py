@@ -53,17 +53,20 @@ class DispatchState:
         """Workgroup (x, y, z) ids in upstream's order (x fastest), the
         [start, stop) slice of the linearized range. Under a guard, each one is
         handed out only while the call may go on (CANCELLED, DEADLINE_EXCEEDED)."""
-        cx, cy, _ = self.workgroup_count
         total = self.workgroup_total
         stop = total if stop is None else min(stop, total)
-        plane = cx * cy
         check = self.guard.check if self.guard is not None else None
         for index in range(start, stop):
             if check is not None:
                 check()
-            z, rest = divmod(index, plane)
-            y, x = divmod(rest, cx)
-            yield x, y, z
+            yield self.workgroup_id(index)
+
+    def workgroup_id(self, index: int) -> tuple[int, int, int]:
+        """The (x, y, z) id of workgroup `index` of the linearized range."""
+        cx, cy, _ = self.workgroup_count
+        z, rest = divmod(index, cx * cy)
+        y, x = divmod(rest, cx)
+        return x, y, z
 
 
 class Executable(RefObject):

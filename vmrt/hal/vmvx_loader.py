@@ -174,10 +174,22 @@ class VmvxExecutable(Executable):
                          state.workgroup_size, state.workgroup_count, info.local_memory_size,
                          state.guard)
 
+    def run_range(self, prepared: _Prepared, state: DispatchState, start: int, stop: int,
+                  worker_id: int = 0) -> None:
+        """Runs workgroups [start, stop): in one C call when the C tier compiled the
+        dispatch function (no list of their ids made), else one by one."""
+        self._run(prepared, lambda: state.workgroup_ids(start, stop), worker_id,
+                  (state, start, min(stop, state.workgroup_total)))
+
     def run_workgroups(self, prepared: _Prepared, workgroups, worker_id: int = 0) -> None:
-        """Runs the workgroups; under a guard (limits) the worker's VM code spends
-        the calling context's fuel, its local memory is charged to it, and it stops
-        with the call (between workgroups, and at the VM code's check points)."""
+        self._run(prepared, lambda: workgroups, worker_id)
+
+    def _run(self, prepared: _Prepared, workgroups, worker_id: int, span=None) -> None:
+        """Runs the workgroups (`workgroups()`: their ids; `span`: (DispatchState,
+        start, stop) of a range the C tier may run at once); under a guard (limits)
+        the worker's VM code spends the calling context's fuel, its local memory is
+        charged to it, and it stops with the call (between workgroups, and at the VM
+        code's check points)."""
         guard = prepared.guard
         fn = self._worker(worker_id, guard)[prepared.function]
         meter = dispatch_meter = None
@@ -199,14 +211,16 @@ class VmvxExecutable(Executable):
                              origin=ACCESS_ORIGIN_HOST)
             # A function the C tier compiled runs all its workgroups in one C call,
             # without the GIL (vmrt.vm.ctier); False: values it does not model.
-            in_c = getattr(fn.entry, "run_workgroups", None)
-            if in_c is not None and in_c(local, constants, bindings, list(workgroups),
+            in_c = getattr(fn.entry, "run_workgroups", None) if span is not None else None
+            if in_c is not None and in_c(local, constants, bindings, span[1], span[2],
                                          (sx, sy, sz), (cx, cy, cz)):
                 return
-            for x, y, z in workgroups:
+            for x, y, z in workgroups():
                 fn(local, constants, bindings, x, y, z, sx, sy, sz, cx, cy, cz)
         except VmrtError as error:
-            x, y, z = getattr(error, "workgroup", (x, y, z))  # (named by the C tier)
+            index = getattr(error, "workgroup_index", None)  # (the C tier's)
+            if index is not None:
+                x, y, z = span[0].workgroup_id(span[1] + index)
             stack = f" [{' <- '.join(error.stack)}]" if getattr(error, "stack", None) else ""
             raise HalError(f"dispatch {prepared.name} workgroup ({x}, {y}, {z}) failed: "
                            f"{error.message}{stack}", error.code) from error

@@ -250,7 +250,13 @@ class MemoryHold:
         if meter is not None:
             meter.release_memory(self.nbytes)
 
-    __del__ = release
+    def __del__(self) -> None:  # (release, less the clearing: nothing reads it after)
+        meter = self.meter
+        if meter is not None:
+            meter.release_memory(self.nbytes)
+
+
+_new_hold = object.__new__
 
 
 #: An exhausted ticket iterator: a TICKETS_<k> cell with nothing lent.
@@ -772,16 +778,18 @@ class Meter:
 
     def release_memory(self, nbytes: int) -> None:
         with self._memory_lock:
-            self.memory_in_use -= nbytes
-            if self.memory_in_use < self._collected_at:
-                self._collected_at = self.memory_in_use
+            in_use = self.memory_in_use = self.memory_in_use - nbytes
+            if in_use < self._collected_at:
+                self._collected_at = in_use
 
     def hold(self, nbytes: int) -> MemoryHold:
         """Charges `nbytes` (RESOURCE_EXHAUSTED over the limit) to a MemoryHold."""
         if nbytes < 0:
             nbytes = 0
         self.charge_memory(nbytes)
-        return MemoryHold(self, nbytes)
+        hold = _new_hold(MemoryHold)  # (no __init__ frame: every HAL allocation makes one)
+        hold.meter, hold.nbytes = self, nbytes
+        return hold
 
     def track_container(self, delta: int) -> None:
         """A metered vm.list that can hold refs was made (+1) or freed (-1)."""

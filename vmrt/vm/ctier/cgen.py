@@ -372,18 +372,28 @@ def paid_entry_function(shape, cost: int) -> tuple[str, str]:
     return body, prototype + ";"
 
 
+#: The parameters of vmrt_workgroups_<N> after depth (and, metered, fuel).
+_WORKGROUPS_PARAMETERS = ("vmrt_ref *local, vmrt_ref *constants, vmrt_ref *bindings, "
+                          "int64_t start, int64_t stop, int32_t sx, int32_t sy, int32_t sz, "
+                          "int32_t cx, int32_t cy, int32_t cz")
+
+
 def workgroups_function(shape) -> tuple[str, str] | None:
-    """For a VMVX dispatch function: the entry running a list of workgroups."""
+    """For a VMVX dispatch function: the entry running workgroups [start, stop) of the
+    linearized range (x fastest, as upstream orders them), made here one by one: a
+    huge dispatch needs no list of them. On failure, c->results[0] is the failed
+    workgroup's index."""
     if shape.arguments != WORKGROUP_ARGUMENTS or shape.results:
         return None
     prototype = (f"int32_t vmrt_workgroups_{shape.ordinal}(vmrt_ctx *c, int32_t depth, "
-                 "vmrt_ref *local, "
-                 "vmrt_ref *constants, vmrt_ref *bindings, const int32_t *ids, int64_t count, "
-                 "int32_t sx, int32_t sy, int32_t sz, int32_t cx, int32_t cy, int32_t cz)")
+                 f"{_WORKGROUPS_PARAMETERS})")
     body = f"""{prototype} {{
-  for (int64_t i = 0; i < count; i++) {{
-    if (vf{shape.ordinal}(c, depth, local, constants, bindings, ids[3 * i], ids[3 * i + 1],
-                          ids[3 * i + 2], sx, sy, sz, cx, cy, cz)) {{
+  if (cx <= 0 || cy <= 0 || cz <= 0) return 0;  /* no workgroups (and no division by 0) */
+  int64_t plane = (int64_t)cx * cy;
+  for (int64_t i = start; i < stop; i++) {{
+    int32_t z = (int32_t)(i / plane), y = (int32_t)(i % plane / cx), x = (int32_t)(i % cx);
+    if (vf{shape.ordinal}(c, depth, local, constants, bindings, x, y, z, sx, sy, sz,
+                          cx, cy, cz)) {{
       c->results[0] = (uint64_t)i;
       return 1;
     }}
@@ -399,13 +409,11 @@ def metered_workgroups_function(shape) -> tuple[str, str] | None:
     takes it (metered_entry_function): -1 when a workgroup failed."""
     if shape.arguments != WORKGROUP_ARGUMENTS or shape.results:
         return None
-    params = ("vmrt_ctx *c, int32_t depth, int64_t fuel, vmrt_ref *local, vmrt_ref *constants, "
-              "vmrt_ref *bindings, const int32_t *ids, int64_t count, int32_t sx, int32_t sy, "
-              "int32_t sz, int32_t cx, int32_t cy, int32_t cz")
-    prototype = f"int64_t vmrt_metered_workgroups_{shape.ordinal}({params})"
+    prototype = (f"int64_t vmrt_metered_workgroups_{shape.ordinal}(vmrt_ctx *c, "
+                 f"int32_t depth, int64_t fuel, {_WORKGROUPS_PARAMETERS})")
     body = f"""{prototype} {{
   c->fuel += fuel;
-  if (vmrt_workgroups_{shape.ordinal}(c, depth, local, constants, bindings, ids, count,
+  if (vmrt_workgroups_{shape.ordinal}(c, depth, local, constants, bindings, start, stop,
                                       sx, sy, sz, cx, cy, cz)) return -1;
   fuel = c->fuel;
   c->fuel = 0;

@@ -541,21 +541,20 @@ def _naming(label: str, meter_check):
     return named
 
 
-def run_workgroups(cinstance: CInstance, workgroups, meter, local, constants, bindings, ids,
-                   size, count) -> bool:
-    """Runs a dispatch's workgroups (`ids`: x, y, z triples) in one C call, without
-    the GIL; on failure, the VMError names the workgroup (its index in c.results[0]).
-    False: values the C tier does not model (the caller runs them in Python). Under
-    limits `workgroups` is vmrt_metered_workgroups_N: the meter's fuel goes in, and
-    what is left comes back, by value (as a metered straight entry's)."""
-    ffi = cinstance.cmodule.ffi
-    refs = CallRefs(ffi)
+def run_workgroups(cinstance: CInstance, workgroups, meter, local, constants, bindings,
+                   start: int, stop: int, size, count) -> bool:
+    """Runs workgroups [start, stop) of a dispatch's linearized range (x fastest) in
+    one C call, without the GIL; a failure's VMError has the failed workgroup's index
+    in that range (`workgroup_index`). False: values the C tier does not model (the
+    caller runs them in Python). Under limits `workgroups` is
+    vmrt_metered_workgroups_N: the meter's fuel goes in, and what is left comes back,
+    by value (as a metered straight entry's)."""
+    refs = CallRefs(cinstance.cmodule.ffi)
     try:
-        args = [refs.ref(local), refs.ref(constants), refs.ref(bindings)]
+        args = [refs.ref(local), refs.ref(constants), refs.ref(bindings), start, stop,
+                *size, *count]
     except Unsupported:
         return False
-    args += [ffi.new("int32_t[]", [v for xyz in ids for v in xyz] or [0]), len(ids),
-             *size, *count]
     try:
         if meter is None:
             c = cinstance.context()
@@ -573,7 +572,7 @@ def run_workgroups(cinstance: CInstance, workgroups, meter, local, constants, bi
             cinstance.finish(c, call, refs, True)  # (c->fuel back, and the error raised)
         cell.cell_contents += left
     except VMError as error:
-        error.workgroup = ids[c.results[0]]
+        error.workgroup_index = c.results[0]
         raise
     return True
 
