@@ -59,19 +59,14 @@ vm.func @tick_and_yield(%i0: i32) -> (i32) {
   vm.return %i0
 }
 
-// Calls the import, yields, then counts to %i0 (3 instructions an iteration).
+// Calls the import, yields, then counts to %i0 (sum_to).
 vm.export @tick_yield_count
 vm.func @tick_yield_count(%i0: i32) -> (i32) {
 ^bb0:
   %i1 = vm.call @host.tick(%i0)
-  %i1 = vm.const.i32.zero
-  %i2 = vm.const.i32 1
   vm.yield ^bb1()
 ^bb1:
-  %i1 = vm.add.i32 %i1, %i2
-  %i3 = vm.cmp.lt.i32.s %i1, %i0
-  vm.cond_br %i3, ^bb1(), ^bb2()
-^bb2:
+  %i1 = vm.call @sum_to(%i0)
   vm.return %i1
 }
 """

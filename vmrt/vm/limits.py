@@ -655,9 +655,9 @@ class Meter:
         outside any call of this context): its CallGuard's, current since its entry,
         if it has one (an outermost call through an entry: _entry_maker). Else the
         first lookup of a call keeps it in the locals of its outermost VM frame: the
-        timeout runs from there (see Limits.timeout). This thread remembers that frame (by address, and a weak
-        reference to the deadline kept there), so later lookups of the call stop
-        there, reading no frame's locals."""
+        timeout runs from there (see Limits.timeout). This thread remembers that
+        frame (by address, and a weak reference to the deadline kept there), so later
+        lookups of the call stop there, reading no frame's locals."""
         if self.timeout is None:
             return None
         guard = _GUARD.get()
