@@ -40,7 +40,10 @@ checked, neither ever reached (the model's dispatches spend the same fuel). The
 second table gives that overhead as a ratio to vmrt without limits (the issue's
 bar: <= 1.10). Both contexts run the same arguments and take turns, measurement
 by measurement, so that a change in the machine's load (a shared machine) weighs
-on both alike.
+on both alike; `ratio` is best over best. `paired` is the median, over 60 rounds
+of ~20 ms, of the two times' ratio measured back to back: on a noisy machine it
+spreads less between runs (two runs of the same context against each other, the
+way best over best spread by 7%, paired by 2.5%).
 
 Bars (for vmrt): loop_sum <= 200 ns/iteration, buffer_reduce <= 400 ns/element,
 an import call into Python <= 260 ns per call. A missed bar is reported but
@@ -53,6 +56,7 @@ import argparse
 import gc
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -336,6 +340,35 @@ def measure(runners: list, bench: Bench, target: float, repeat: int) -> list[Mea
             for seconds, result in best]
 
 
+#: The limits table's paired estimate: this many rounds of about PAIRED_SECONDS for
+#: each runner, back to back (the order alternating).
+PAIRED_ROUNDS = 60
+PAIRED_SECONDS = 0.02
+
+
+def paired_ratio(runners: list, bench: Bench, measured: Measurement, target: float,
+                 rounds: int = PAIRED_ROUNDS) -> float:
+    """The median over `rounds` of (second runner's time / first's) for the same work
+    run back to back: a shared machine's load changes between rounds more than
+    within one, and the median leaves out the rounds a change split. (Best of each
+    runner, the table's other ratio, pairs two measurements taken apart.)"""
+    scale = PAIRED_SECONDS / target
+    invocations, n = measured.invocations, None
+    if bench.per_unit > 0:
+        n = _round_n(bench, int(measured.n * scale))
+    else:
+        invocations = max(1, int(invocations * scale))
+    first, second = [runner.caller(bench.name, n) for runner in runners]
+    ratios = []
+    for number in range(rounds):
+        if number % 2:
+            a, b = _time_calls(first, invocations)[0], _time_calls(second, invocations)[0]
+        else:
+            b, a = _time_calls(second, invocations)[0], _time_calls(first, invocations)[0]
+        ratios.append(b / a)
+    return statistics.median(ratios)
+
+
 def check_value(bench: Bench, n: int, value, label: str) -> str | None:
     expected = bench.expected(n)
     if not same_value(value, expected):
@@ -385,12 +418,14 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
 
 
 def print_limits_table(rows: list[dict], out=sys.stdout) -> None:
-    header = f"{'benchmark':<24} {'unit':<10} {'vmrt ns':>10} {'+limits ns':>11} {'ratio':>7}"
+    header = (f"{'benchmark':<24} {'unit':<10} {'vmrt ns':>10} {'+limits ns':>11} "
+              f"{'ratio':>7} {'paired':>7}")
     print(header, file=out)
     print("-" * len(header), file=out)
     for row in rows:
         print(f"{row['name']:<24} {row['unit']:<10} {_fmt_ns(row['vmrt_ns']):>10} "
-              f"{_fmt_ns(row['limits_ns']):>11} {row['limits_ratio']:>6.3f}x", file=out)
+              f"{_fmt_ns(row['limits_ns']):>11} {row['limits_ratio']:>6.3f}x "
+              f"{row['limits_paired_ratio']:>6.3f}x", file=out)
 
 
 def parse_arguments(argv):
@@ -421,13 +456,16 @@ def parse_arguments(argv):
     return args
 
 
-def measure_row(bench: Bench, vm, limited, ref, target: float, repeat: int):
+def measure_row(bench: Bench, vm, limited, ref, target: float, repeat: int,
+                rounds: int = PAIRED_ROUNDS):
     """(the table row of one benchmark, the mismatches seen)."""
     problems = cross_check(vm, ref, bench)
     if limited is not None:
         problems += cross_check(limited, None, bench)
     mine, with_limits = (measure([vm, limited], bench, target, repeat) if limited is not None
                          else measure([vm], bench, target, repeat) + [None])
+    paired = (paired_ratio([vm, limited], bench, mine, target, rounds)
+              if limited is not None else None)
     checked = [(mine, "vmrt"), (with_limits, "vmrt+limits")]
     theirs = None
     if ref is not None:
@@ -447,6 +485,7 @@ def measure_row(bench: Bench, vm, limited, ref, target: float, repeat: int):
         "ratio": mine.ns_per_unit / theirs.ns_per_unit if theirs else None,
         "limits_ns": with_limits.ns_per_unit if with_limits else None,
         "limits_ratio": with_limits.ns_per_unit / mine.ns_per_unit if with_limits else None,
+        "limits_paired_ratio": paired,
         "bar_ns": bench.bar_ns,
         "meets_bar": None if bench.bar_ns is None else mine.ns_per_unit <= bench.bar_ns,
         "vmrt": {"n": mine.n, "invocations": mine.invocations, "seconds": mine.seconds},
@@ -471,7 +510,9 @@ def report(args, rows: list[dict], problems: list[str], limits: bool) -> int:
         if limits:
             print()
             print_limits_table(rows)
-            print("(ratio = vmrt with Limits(fuel, timeout) / vmrt without limits)")
+            print("(ratio = vmrt with Limits(fuel, timeout) / vmrt without limits: best of "
+                  f"each; paired = median of {PAIRED_ROUNDS} rounds of ~{PAIRED_SECONDS} s "
+                  "each, back to back)")
         if missed:
             print(f"bars missed: {', '.join(missed)}")
     if problems:
@@ -500,7 +541,8 @@ def main(argv=None) -> int:
 
     rows, problems = [], []
     for bench in args.benches:
-        row, seen = measure_row(bench, vm, limited, ref, args.target, args.repeat)
+        row, seen = measure_row(bench, vm, limited, ref, args.target, args.repeat,
+                                3 if args.quick else PAIRED_ROUNDS)
         rows.append(row)
         problems += seen
         if not args.json:
