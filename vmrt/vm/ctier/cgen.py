@@ -343,9 +343,16 @@ def metered_entry_function(shape) -> tuple[str, str]:
     params = ["vmrt_ctx *c", "int32_t depth", "int64_t fuel"] + entry_parameters(shape)
     prototype = f"int64_t vmrt_metered_{shape.ordinal}({', '.join(params)})"
     args = ", ".join(["c", "depth"] + [f"p{i}" for i in range(len(params) - 3)])
+    return _fuel_by_value(prototype, f"vmrt_entry_{shape.ordinal}({args})")
+
+
+def _fuel_by_value(prototype: str, call: str) -> tuple[str, str]:
+    """(C definition, cdef declaration) of `prototype`, a function taking `fuel` that
+    runs `call` with it added to c->fuel: what is left of it all, or -1 when `call`
+    failed (what is left then stays in c->fuel)."""
     body = f"""{prototype} {{
   c->fuel += fuel;
-  if (vmrt_entry_{shape.ordinal}({args})) return -1;
+  if ({call}) return -1;
   fuel = c->fuel;
   c->fuel = 0;
   return fuel;
@@ -411,16 +418,8 @@ def metered_workgroups_function(shape) -> tuple[str, str] | None:
         return None
     prototype = (f"int64_t vmrt_metered_workgroups_{shape.ordinal}(vmrt_ctx *c, "
                  f"int32_t depth, int64_t fuel, {_WORKGROUPS_PARAMETERS})")
-    body = f"""{prototype} {{
-  c->fuel += fuel;
-  if (vmrt_workgroups_{shape.ordinal}(c, depth, local, constants, bindings, start, stop,
-                                      sx, sy, sz, cx, cy, cz)) return -1;
-  fuel = c->fuel;
-  c->fuel = 0;
-  return fuel;
-}}
-"""
-    return body, prototype + ";"
+    return _fuel_by_value(prototype, f"vmrt_workgroups_{shape.ordinal}(c, depth, local, "
+                          "constants, bindings, start, stop, sx, sy, sz, cx, cy, cz)")
 
 
 def generate_module(module, shapes: dict) -> tuple[str, list[str]]:
