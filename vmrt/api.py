@@ -43,10 +43,12 @@ def _module_from(source: ModuleSource) -> BytecodeModule:
     """The module of a path, vmasm text or module bytes."""
     from vmrt.vm.module import load_module
     if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source)
-        head = data[:4096]
+        # Read-only memory (bytes, a read-only mapping) is used in place; memory the
+        # caller could still change under the verified module is copied once.
+        data = memoryview(source) if memoryview(source).readonly else bytes(source)
+        head = bytes(data[:4096])
         if b"\0" not in head and _is_vmasm_text(head.decode("utf-8", "replace")):
-            return _assemble(data.decode("utf-8"), "<vmasm>")
+            return _assemble(bytes(data).decode("utf-8"), "<vmasm>")
         return load_module(data)
     if isinstance(source, str) and _is_vmasm_text(source):
         return _assemble(source, "<vmasm>")
@@ -57,18 +59,23 @@ def _module_from(source: ModuleSource) -> BytecodeModule:
 
 
 def _module_from_file(path: Path) -> BytecodeModule:
+    """The module of a file: vmasm text is read and assembled; a module file is mapped
+    read-only (its pages stay shared with the page cache: weights are never copied)."""
     from vmrt.vm.module import load_module
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as file:
+            head = file.read(4096)
+            text = path.suffix == ".vmasm" or (b"\0" not in head and _is_vmasm_text(
+                head.decode("utf-8", "replace")))
+            data = head + file.read() if text else b""
     except OSError as error:  # (also FileNotFoundError, PermissionError, ... to the caller)
         raise file_error(error, f"cannot read module '{path}'") from None
     except ValueError as error:  # a NUL in the path, ...
         raise VmrtError(f"cannot read module {str(path)!r}: {error}",
                         StatusCode.INVALID_ARGUMENT) from None
-    if path.suffix == ".vmasm" or (b"\0" not in data[:4096] and _is_vmasm_text(
-            data[:4096].decode("utf-8", "replace"))):
+    if text:
         return _assemble(data.decode("utf-8", "replace"), str(path))
-    module = load_module(data)
+    module = load_module(path)
     module.source = str(path)
     return module
 

@@ -102,9 +102,9 @@ def _load(spec: str):
         path = spec
         if "@" in spec and not os.path.exists(spec):
             path = spec.split("@", 1)[0]
-        try:
-            with open(path, "rb") as file:
-                data = file.read()
+        try:  # (checked here for iree-run-module's message; load_module maps the file)
+            with open(path, "rb"):
+                data = path
         except OSError as error:
             # (iree-run-module's text and status, whatever the OSError)
             raise file_error(error, f"failed to open file '{path}'",
