@@ -51,15 +51,14 @@ def _check_format(format: str) -> str:
 
 def parse_handle(handle: FileHandle, index, format: str):
     """Parses an open handle of the given format into `index`."""
-    from vmrt.io.formats import gguf, irpa, safetensors
+    import importlib
     format = _check_format(format)
+    # Only the parser of this format is imported (gguf's takes longer to import than
+    # loading most models' parameters).
+    parser = getattr(importlib.import_module(f"vmrt.io.formats.{format}"), f"parse_{format}")
     contents = handle.contents()
     try:
-        if format == "irpa":
-            return irpa.parse_irpa(handle, index, contents)
-        if format == "gguf":
-            return gguf.parse_gguf(handle, index, contents)
-        return safetensors.parse_safetensors(handle, index, contents)
+        return parser(handle, index, contents)
     finally:
         del contents
         if handle.mode is FileMode.FILE:
