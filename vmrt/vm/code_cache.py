@@ -432,7 +432,7 @@ class CodeCache:
         """The entry of `kind` stored under `key` (code: CompiledFunction.entry()), or None."""
         stats = kind.stats or STATS
         path = self.entry_path(key, kind)
-        data, mtime = self._read_private(path, stats)
+        data, mtime = self.read_private(path, stats)
         entry = decode_entry(data, key, kind.is_entry) if data is not None else None
         if entry is None:
             stats.misses += 1
@@ -447,8 +447,11 @@ class CodeCache:
                 pass
         return entry
 
-    def _read_private(self, path: str, stats: CacheStats) -> tuple[bytes | None, float]:
-        """The bytes of a regular file of the user's own (else None) and its mtime."""
+    def read_private(self, path: str, stats: CacheStats) -> tuple[bytes | None, float]:
+        """The bytes of a regular file of the user's own (else None) and its mtime; a
+        file found but not trusted (another user's, writable by others, over the
+        bound) counts as rejected in `stats`. Also reads the C tier's builds
+        (vmrt.vm.ctier.build)."""
         try:
             fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY)
         except (OSError, ValueError):
@@ -481,7 +484,17 @@ class CodeCache:
         data = encode_entry(key, entry)
         if len(data) > self.max_bytes:
             return
-        path = self.entry_path(key, kind)
+        if not self.write_private(self.entry_path(key, kind), data):
+            return
+        (kind.stats or STATS).stores += 1
+        self._account(len(data))
+
+    def write_private(self, path: str, data: bytes) -> bool:
+        """Writes `data` as `path` (mode 0o600), atomically replacing any file there: to a
+        temporary file beside it, renamed over. False (and no more writes in this
+        process) when the directory cannot be written: full, read-only, not ours."""
+        if not self.writable:
+            return False
         temp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY,
@@ -499,9 +512,8 @@ class CodeCache:
                 os.remove(temp)
             except OSError:
                 pass
-            return
-        (kind.stats or STATS).stores += 1
-        self._account(len(data))
+            return False
+        return True
 
     def _account(self, written: int) -> None:
         """Keeps the total under the bound, scanning the directory only when the
