@@ -2,10 +2,12 @@
 
 The extension module of a bytecode module is named by a hash of everything it
 depends on (the module's content digest, the runtime header, the compile flags, the
-Python ABI and the vmrt runtime fingerprint, which covers the generator), then the
-compiler's identity (its path, size and mtime), and kept in the code cache's
-directory (vmrt.vm.code_cache: VMRT_CACHE_DIR, private to its user), under
-`ctier/`. It is built in a temporary directory of its own and renamed into place,
+Python ABI, cffi's version and the vmrt runtime fingerprint, which covers the
+generator), then a hash of its toolchain: the compiler's identity (its path, size
+and mtime) and the environment the build reads (BUILD_ENVIRONMENT: CC, CFLAGS,
+LDFLAGS...), so a build made under other settings is never reused. It is kept in
+the code cache's directory (vmrt.vm.code_cache: VMRT_CACHE_DIR, private to its
+user), under `ctier/`. It is built in a temporary directory of its own and renamed into place,
 so processes building the same module at once each get a whole file, and a later
 process loads it without a compiler. With the cache off (VMRT_CACHE=0) builds go
 to a temporary directory that lives as long as the process.
@@ -59,6 +61,11 @@ BUILD_TIMEOUT = 600
 _lock = threading.Lock()
 _loaded: dict[str, object] = {}
 _build_locks: dict[str, threading.Lock] = {}
+#: What of the environment reaches a build: setuptools' compiler setup (CC, CFLAGS,
+#: CPPFLAGS, LDFLAGS, LDSHARED; the C++ and archiver settings play no part in a C
+#: extension) and the search paths of the compiler driver.
+BUILD_ENVIRONMENT = ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED", "CPATH",
+                     "C_INCLUDE_PATH", "LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX")
 
 
 class BuildError(VmrtError):
@@ -90,22 +97,32 @@ def compiler_identity() -> str | None:
 
 
 def build_key(module_digest: bytes) -> str:
-    """The hash of all a build depends on but the compiler (which names a build as
-    well: build_name): the module's content, the generator and runtime, the flags and
-    the Python ABI. So finding a build needs neither its source nor a compiler."""
+    """The hash of all a build depends on but the toolchain (which names a build as
+    well: build_name): the module's content, the generator and runtime, the flags,
+    the Python ABI and cffi (whose generated wrappers check its version). So finding
+    a build needs neither its source nor a compiler."""
+    import _cffi_backend  # (loaded already: the C extension and every build use it)
     from vmrt.vm import code_cache
 
     digest = hashlib.sha256(module_digest)
     for part in (HEADER.read_text(), " ".join(CFLAGS), sys.implementation.cache_tag,
-                 EXTENSION_SUFFIX,
+                 EXTENSION_SUFFIX, _cffi_backend.__version__,
                  (code_cache.runtime_fingerprint() or b"").hex()):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()[:32]
 
 
+def toolchain() -> str:
+    """The hash of how builds are made here: the compiler's identity and the build
+    environment (an unset variable differs from an empty one, as setuptools reads it)."""
+    parts = [compiler_identity() or ""]
+    parts += [f"{name}={os.environ.get(name)!r}" for name in BUILD_ENVIRONMENT]
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
 def build_name(key: str) -> str:
-    compiler = hashlib.sha256((compiler_identity() or "").encode()).hexdigest()[:8]
-    return f"_vmrt_c_{key}_{compiler}"
+    """The extension module's name (its PyInit_ symbol's): `_vmrt_c_<key>_<toolchain>`."""
+    return f"_vmrt_c_{key}_{toolchain()}"
 
 
 def _build_directory() -> Path:

@@ -1,0 +1,115 @@
+"""The C tier's build cache (vmrt/vm/ctier/build.py): the build environment is part
+of its key.
+
+Each case runs in fresh processes (`python -c`), as a user's runs would: a file
+dlopen refuses (or, worse, accepts) is the case under test, and a crash there must
+fail the test rather than the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vmrt.asm import assemble
+from vmrt.vm.ctier.build import compiler_identity
+
+pytestmark = pytest.mark.skipif(compiler_identity() is None, reason="needs a C compiler")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = r"""
+vm.module @ctier_cache version 0
+vm.type i32
+
+vm.export @loop_sum
+vm.func @loop_sum(%i0: i32) -> (i32) {
+^bb0:
+  %i1 = vm.const.i32.zero
+  %i2 = vm.const.i32.zero
+  %i3 = vm.const.i32 1
+  vm.br ^bb1()
+^bb1:
+  %i1 = vm.add.i32 %i1, %i2
+  %i2 = vm.add.i32 %i2, %i3
+  %i4 = vm.cmp.lt.i32.s %i2, %i0
+  vm.cond_br %i4, ^bb1(), ^bb2()
+^bb2:
+  vm.return %i1
+}
+"""
+
+#: Loads the module, calls it, and prints its result, whether it ran in C and the
+#: files the process has mapped (path -> inode, from /proc/self/maps): what dlopen
+#: loaded.
+CHILD = r"""
+import json, sys, vmrt
+fn = vmrt.load(sys.argv[1]).function("loop_sum")
+result = fn(1000)
+mapped = {}
+for line in open("/proc/self/maps"):
+    fields = line.split(None, 5)
+    if len(fields) == 6 and fields[5].strip().endswith(".so"):
+        mapped[fields[5].strip()] = int(fields[4])
+print(json.dumps({"result": result, "in_c": hasattr(fn.entry, "vmrt_c_ordinal"),
+                  "mapped": mapped}))
+"""
+SUM_1000 = 499500
+
+
+def run(module: Path, cache: Path, tier: str = "c", **env):
+    """(returncode, the child's report or None, stderr) of one process."""
+    environment = dict(os.environ, VMRT_TIER=tier, VMRT_CACHE_DIR=str(cache),
+                       PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT),
+                                                               os.environ.get("PYTHONPATH")])))
+    environment.update(env)
+    done = subprocess.run([sys.executable, "-c", CHILD, str(module)], env=environment,
+                          capture_output=True, text=True, timeout=300)
+    report = json.loads(done.stdout) if done.returncode == 0 else None
+    return done.returncode, report, done.stderr
+
+
+def builds(cache: Path) -> list[Path]:
+    return sorted((cache / "ctier").glob("*.so"))
+
+
+@pytest.fixture(scope="module")
+def module_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("ctier-cache") / "loop.vmfb"
+    path.write_bytes(assemble(PROGRAM))
+    return path
+
+
+def counting_compiler(folder: Path, body: str) -> tuple[Path, Path]:
+    """A CC script that appends a line to a count file, then runs `body`."""
+    count = folder / "invocations"
+    script = folder / "cc.sh"
+    script.write_text(f"#!/bin/sh\necho run >> '{count}'\n{body}\n")
+    script.chmod(0o755)
+    return script, count
+
+
+def invocations(count: Path) -> int:
+    return len(count.read_text().splitlines()) if count.exists() else 0
+
+
+def test_the_build_environment_is_part_of_the_key(module_file, tmp_path):
+    real = shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")
+    script, count = counting_compiler(tmp_path, f'exec "{real}" "$@"')
+    cache = tmp_path / "cache"
+    runs = []
+    for flags in (None, None, "-O1", None, "-O1"):
+        env = {"CC": str(script)} | ({"CFLAGS": flags} if flags is not None else {})
+        code, report, stderr = run(module_file, cache, **env)
+        assert code == 0 and (report["result"], report["in_c"]) == (SUM_1000, True), stderr
+        runs.append(invocations(count))
+    built, again, other_flags, back, other_again = runs
+    assert built > 0 and again == built  # the first build, then found
+    assert other_flags > built  # other CFLAGS: another build
+    assert back == other_again == other_flags  # each build found again
+    assert len(builds(cache)) == 2
