@@ -1,16 +1,25 @@
 """Compiles a module's generated C through cffi (API mode) and caches the result.
 
-The extension module of a bytecode module is named by a hash of everything it
-depends on (the module's content digest, the runtime header, the compile flags, the
-Python ABI, cffi's version and the vmrt runtime fingerprint, which covers the
-generator), then a hash of its toolchain: the compiler's identity (its path, size
-and mtime) and the environment the build reads (BUILD_ENVIRONMENT: CC, CFLAGS,
-LDFLAGS...), so a build made under other settings is never reused. It is kept in
-the code cache's directory (vmrt.vm.code_cache: VMRT_CACHE_DIR, private to its
-user), under `ctier/`. It is built in a temporary directory of its own and renamed into place,
-so processes building the same module at once each get a whole file, and a later
-process loads it without a compiler. With the cache off (VMRT_CACHE=0) builds go
-to a temporary directory that lives as long as the process.
+A build is named by two hashes. Its key covers all the code depends on: the module's
+content digest, the runtime header, vmrt's compile flags, the Python ABI, cffi's
+version and the vmrt runtime fingerprint (which covers the generator). Its toolchain
+covers how it was made: the compiler's identity (its path, size and mtime) and the
+environment the build reads (BUILD_ENVIRONMENT: CC, CFLAGS, LDFLAGS...). So a build
+made under other settings is never reused; without a compiler, a build of the key
+made by any toolchain is (a later process loads it without a compiler).
+
+Builds are kept in the code cache's directory (vmrt.vm.code_cache: VMRT_CACHE_DIR),
+under `ctier/`, a file each, named by the build's name and a CRC of its bytes.
+dlopen runs a file's code, so before it a cached build passes the code cache's
+checks (the folder and the file are the user's own and writable by no one else, the
+file is a regular one) and its bytes must match the CRC in its name (a truncated or
+corrupted file). A build failing either is a cache miss: built again, the new
+file replacing it. A build is compiled in a private temporary folder of the process
+(which lives as long as the process) and copied into `ctier/` through a temporary
+file renamed over, so processes building the same module at once each see a whole
+file; the copy is what the process loads. When the cache is off (VMRT_CACHE=0),
+`ctier/` is not the user's alone, or it cannot be written (read-only, full disk),
+the process loads its private build.
 """
 
 from __future__ import annotations
@@ -24,9 +33,11 @@ import os
 import shutil
 import sys
 import threading
+import zlib
 from pathlib import Path
 
 from vmrt.errors import StatusCode, VmrtError
+from vmrt.vm import code_cache
 
 HEADER = Path(__file__).with_name("runtime.h")
 #: This Python's extension module suffix (`.cpython-311-x86_64-linux-gnu.so`).
@@ -66,6 +77,14 @@ _build_locks: dict[str, threading.Lock] = {}
 #: extension) and the search paths of the compiler driver.
 BUILD_ENVIRONMENT = ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED", "CPATH",
                      "C_INCLUDE_PATH", "LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX")
+#: What the C tier's cache did in this process: builds loaded (hits), built (misses,
+#: stores) and files refused (rejected).
+STATS = code_cache.CacheStats()
+#: The bound on a build's size read from the cache (its files are not counted in the
+#: cache's bound, VMRT_CACHE_MAX_BYTES, which would otherwise refuse large ones).
+MAX_BUILD_BYTES = 1 << 30
+#: The `ctier/` folder of each cache directory (code_cache.CodeCache: its checks).
+_folders: dict[str, code_cache.CodeCache] = {}
 
 
 class BuildError(VmrtError):
@@ -102,7 +121,6 @@ def build_key(module_digest: bytes) -> str:
     the Python ABI and cffi (whose generated wrappers check its version). So finding
     a build needs neither its source nor a compiler."""
     import _cffi_backend  # (loaded already: the C extension and every build use it)
-    from vmrt.vm import code_cache
 
     digest = hashlib.sha256(module_digest)
     for part in (HEADER.read_text(), " ".join(CFLAGS), sys.implementation.cache_tag,
@@ -125,19 +143,24 @@ def build_name(key: str) -> str:
     return f"_vmrt_c_{key}_{toolchain()}"
 
 
-def _build_directory() -> Path:
-    from vmrt.vm import code_cache
+def _crc(data: bytes) -> str:
+    """A build's CRC-32, in its file's name: it detects accidents (a truncated or
+    corrupted file), as the code cache's does; the checks of owner and modes keep
+    others out. (A cryptographic hash would cost a large build milliseconds a load.)"""
+    return f"{zlib.crc32(data):08x}"
 
+
+def _cache_folder() -> code_cache.CodeCache | None:
+    """The cache's `ctier/` folder (made 0o700 when missing), or None when the cache is
+    off or the folder is not the user's alone (code_cache's test of its directory)."""
     cache = code_cache.default_cache()
-    if cache is not None:
-        path = Path(cache.path) / "ctier"
-        try:
-            path.mkdir(mode=0o700, exist_ok=True)
-            if os.access(path, os.W_OK) or any(path.iterdir()):
-                return path
-        except OSError:
-            pass
-    return _private_temp()
+    if cache is None:
+        return None
+    folder = _folders.get(cache.path)
+    if folder is None:
+        folder = code_cache.CodeCache(os.path.join(cache.path, "ctier"), MAX_BUILD_BYTES)
+        _folders[cache.path] = folder
+    return folder if folder.usable else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -151,37 +174,103 @@ def _private_temp() -> Path:
 
 def load_or_build(module_digest: bytes, generate, may_build: bool = True):
     """The compiled module (`ffi`, `lib`) of a bytecode module's C: loaded when this
-    process has it, else from the cache (built by this compiler, or by any when there
-    is none), else built now from `generate()` -> (source, declarations); None when
-    it is not built yet and `may_build` is false."""
+    process has it, else from the cache (built by this toolchain, or by any when there
+    is no compiler), else built now from `generate()` -> (source, declarations); None
+    when it is not built yet and `may_build` is false (nor waiting for a build)."""
     key = build_key(module_digest)
     with _lock:
         module = _loaded.get(key)
     if module is not None:
         return module
-    suffix = EXTENSION_SUFFIX
-    directory = _build_directory()
-    name = build_name(key)
-    path = directory / (name + suffix)
-    if not path.exists() and compiler_identity() is None:
-        found = sorted(directory.glob(f"_vmrt_c_{key}_*{suffix}"))
-        path, name = (found[-1], found[-1].name[:-len(suffix)]) if found else (path, name)
-    if not path.exists():
-        if not may_build:
-            return None
-        with _building(key):  # (one build per module at a time; other modules go on)
-            if not path.exists():
-                _compile(name, *generate(), path)
-    with _lock:
-        module = _loaded.get(key)
+    building = _building(key)  # (one load or build per module at a time; others go on)
+    if not building.acquire(blocking=may_build):
+        return None
+    try:
+        with _lock:
+            module = _loaded.get(key)
         if module is None:
-            module = _loaded[key] = _import(name, path)
-    return module
+            folder = _cache_folder()
+            module = _load_cached(folder, key)
+            if module is None:
+                if not may_build:
+                    return None
+                module = _build(folder, key, generate)
+            with _lock:
+                _loaded[key] = module
+        return module
+    finally:
+        building.release()
 
 
 def _building(key: str) -> threading.Lock:
     with _lock:
         return _build_locks.setdefault(key, threading.Lock())
+
+
+def _load_cached(folder: code_cache.CodeCache | None, key: str):
+    """The module of the first cached build of `key` that passes its checks, or None."""
+    for name, path in _cached_builds(folder, key):
+        data, _ = folder.read_private(path, STATS)  # (None: not a regular file of ours alone)
+        if data is not None and path.endswith(f".{_crc(data)}{EXTENSION_SUFFIX}"):
+            try:
+                module = _import(name, path)
+            except BuildError:
+                pass
+            else:
+                STATS.hits += 1
+                return module
+        if data is not None:
+            STATS.rejected += 1  # (read_private counted those it refused)
+    STATS.misses += 1
+    return None
+
+
+def _cached_builds(folder: code_cache.CodeCache | None, key: str) -> list[tuple[str, str]]:
+    """(module name, path) of the files in `folder` holding builds of `key`: this
+    toolchain's, or any toolchain's when there is no compiler."""
+    if folder is None:
+        return []
+    prefix = f"{build_name(key)}." if compiler_identity() is not None else f"_vmrt_c_{key}_"
+    try:
+        files = sorted(os.listdir(folder.path))
+    except OSError:
+        return []
+    return [(file.partition(".")[0], os.path.join(folder.path, file)) for file in files
+            if file.startswith(prefix) and file.endswith(EXTENSION_SUFFIX)]
+
+
+def _build(folder: code_cache.CodeCache | None, key: str, generate):
+    """Builds the module of `key` in the process's private folder, copies the build
+    into the cache and loads the copy (the private folder may be on a file system
+    that maps no code: a noexec /tmp), else the private build."""
+    name = build_name(key)
+    built = _private_temp() / f"{name}{EXTENSION_SUFFIX}"
+    _compile(name, *generate(), built)
+    return _import(name, _publish(folder, key, built) or str(built))
+
+
+def _publish(folder: code_cache.CodeCache | None, key: str, built: Path) -> str | None:
+    """Copies a new build into the cache, named by its CRC, and removes the other
+    files of its name (refused ones; builds of other processes at the same time,
+    which differ in the debug information naming their folder); returns the copy's
+    path, or None when the cache cannot be written."""
+    if folder is None:
+        return None
+    try:
+        data = built.read_bytes()
+    except OSError:
+        return None
+    path = os.path.join(folder.path, f"{build_name(key)}.{_crc(data)}{EXTENSION_SUFFIX}")
+    if not folder.write_private(path, data):
+        return None
+    STATS.stores += 1
+    for _, old in _cached_builds(folder, key):
+        if old != path:
+            try:
+                os.remove(old)
+            except OSError:
+                pass
+    return path
 
 
 #: The build, in a process of its own: cffi's build runs setuptools, Python code that
@@ -225,9 +314,13 @@ def _compile(name: str, source: str, declarations: list[str], path: Path) -> Non
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _import(name: str, path: Path):
-    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-    spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
+def _import(name: str, path: str):
+    """Loads a build (dlopen: its code runs); BuildError when it cannot be loaded."""
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except (ImportError, OSError) as exc:
+        raise BuildError(f"C tier build cannot be loaded: {exc}") from None
     return module
