@@ -1,6 +1,7 @@
 """The C tier's build cache (vmrt/vm/ctier/build.py): a cached build is native code,
 so one that is not the user's alone, or whose bytes changed, is never loaded but
-built again; the build environment is part of its key; a full disk still runs C.
+built again; the build environment is part of its key; a failed build is remembered;
+a full disk still runs C.
 
 Each case runs in fresh processes (`python -c`), as a user's runs would: a file
 dlopen refuses (or, worse, accepts) is the case under test, and a crash there must
@@ -185,6 +186,30 @@ def test_the_build_environment_is_part_of_the_key(module_file, tmp_path):
     assert other_flags > built  # other CFLAGS: another build
     assert back == other_again == other_flags  # each build found again
     assert len(builds(cache)) == 2
+
+
+def test_a_failing_compiler_is_tried_once(module_file, tmp_path):
+    script, count = counting_compiler(tmp_path, "exit 1")
+    cache = tmp_path / "cache"
+    code, report, stderr = run(module_file, cache, tier="auto", CC=str(script))
+    assert code == 0 and (report["result"], report["in_c"]) == (SUM_1000, False), stderr
+    assert stderr.count("\n") == 1 and "C tier build failed" in stderr
+    assert invocations(count) == 1
+    code, report, stderr = run(module_file, cache, tier="auto", CC=str(script))
+    assert code == 0 and (report["result"], report["in_c"], stderr) == (SUM_1000, False, "")
+    assert invocations(count) == 1
+    cli = subprocess.run(
+        [sys.executable, "-m", "vmrt", "run", f"--module={module_file}", "--function=loop_sum",
+         "--input=10"], capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, VMRT_TIER="c", VMRT_CACHE_DIR=str(cache), CC=str(script),
+                 PYTHONPATH=str(REPO_ROOT)))
+    assert cli.returncode == 1 and cli.stderr.count("\n") == 1, cli.stderr
+    assert "UNAVAILABLE: C tier build failed" in cli.stderr and "deleted" in cli.stderr
+    assert invocations(count) == 1
+    script.write_text(script.read_text() + "# changed\n")  # another compiler: tried again
+    code, report, stderr = run(module_file, cache, tier="auto", CC=str(script))
+    assert code == 0 and report["result"] == SUM_1000 and "C tier build failed" in stderr
+    assert invocations(count) == 2
 
 
 @pytest.fixture

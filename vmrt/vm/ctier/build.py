@@ -20,6 +20,13 @@ file renamed over, so processes building the same module at once each see a whol
 file; the copy is what the process loads. When the cache is off (VMRT_CACHE=0),
 `ctier/` is not the user's alone, or it cannot be written (read-only, full disk),
 the process loads its private build.
+
+A failed build is remembered in `ctier/` for a day (a FAILED entry keyed by the
+build's name: its key and toolchain), and later processes do not run the compiler
+for it again: auto runs the Python tier and says nothing (the failing process said
+so, naming the entry's file); VMRT_TIER=c fails with the remembered message. It is
+tried again after the day, once the compiler, the build environment or vmrt change,
+or once that file (or `ctier/`) is deleted.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -80,11 +88,18 @@ BUILD_ENVIRONMENT = ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED", "CPATH",
 #: What the C tier's cache did in this process: builds loaded (hits), built (misses,
 #: stores) and files refused (rejected).
 STATS = code_cache.CacheStats()
+#: A failed build's message and time (time.time()), remembered in `ctier/` under its
+#: name (see above) for RETRY_SECONDS: a failure can pass (a full disk, a timeout).
+FAILED = code_cache.EntryKind(".vmf", lambda entry: type(entry) is tuple and len(entry) == 2
+                              and type(entry[0]) is str and type(entry[1]) is float, STATS)
+RETRY_SECONDS = 24 * 3600
 #: The bound on a build's size read from the cache (its files are not counted in the
 #: cache's bound, VMRT_CACHE_MAX_BYTES, which would otherwise refuse large ones).
 MAX_BUILD_BYTES = 1 << 30
 #: The `ctier/` folder of each cache directory (code_cache.CodeCache: its checks).
 _folders: dict[str, code_cache.CodeCache] = {}
+#: Failed builds' messages by name, in this process (with or without a cache).
+_failures: dict[str, str] = {}
 
 
 class BuildError(VmrtError):
@@ -92,6 +107,10 @@ class BuildError(VmrtError):
 
     def __init__(self, message: str):
         super().__init__(message, StatusCode.UNAVAILABLE)
+
+
+class RememberedFailure(BuildError):
+    """A build that failed before (in this process or an earlier one), not tried again."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -242,11 +261,47 @@ def _cached_builds(folder: code_cache.CodeCache | None, key: str) -> list[tuple[
 def _build(folder: code_cache.CodeCache | None, key: str, generate):
     """Builds the module of `key` in the process's private folder, copies the build
     into the cache and loads the copy (the private folder may be on a file system
-    that maps no code: a noexec /tmp), else the private build."""
+    that maps no code: a noexec /tmp), else the private build; a failure is
+    remembered, and raised."""
     name = build_name(key)
+    failure = _failures.get(name) or _remembered_failure(folder, name)
+    if failure is not None:
+        raise RememberedFailure(failure)
     built = _private_temp() / f"{name}{EXTENSION_SUFFIX}"
-    _compile(name, *generate(), built)
-    return _import(name, _publish(folder, key, built) or str(built))
+    try:
+        _compile(name, *generate(), built)
+        return _import(name, _publish(folder, key, built) or str(built))
+    except BuildError as error:
+        if compiler_identity() is None:  # (nothing to remember it by)
+            raise
+        raise BuildError(_remember_failure(folder, name, error.message)) from None
+
+
+def _failure_key(name: str) -> bytes:
+    return hashlib.blake2b(f"failed\0{name}".encode(), digest_size=32).digest()
+
+
+def _remembered_failure(folder: code_cache.CodeCache | None, name: str) -> str | None:
+    """The message of a build of `name` that failed less than RETRY_SECONDS ago."""
+    entry = folder.load(_failure_key(name), FAILED) if folder is not None else None
+    if entry is None or not 0 <= time.time() - entry[1] < RETRY_SECONDS:
+        return None
+    return entry[0]
+
+
+def _remember_failure(folder: code_cache.CodeCache | None, name: str, message: str) -> str:
+    """Records a failed build (in the cache when it can be written) and returns its
+    message, saying how to try again."""
+    if folder is not None:
+        key = _failure_key(name)
+        remembered = (f"{message} (remembered: tried again after a day, when the compiler, "
+                      f"CC/CFLAGS or vmrt change, or once "
+                      f"{folder.entry_path(key, FAILED)} is deleted)")
+        folder.store(key, (remembered, time.time()), FAILED)
+        if folder.writable:
+            message = remembered
+    _failures[name] = message
+    return message
 
 
 def _publish(folder: code_cache.CodeCache | None, key: str, built: Path) -> str | None:

@@ -3,8 +3,9 @@ into the C runtime's (vmrt/vm/ctier/runtime.h) and back, and C failures turned
 into the very VMError the Python tier raises for the same instruction.
 
 VMRT_TIER=auto (the default) runs the functions the C tier can compile in C when a
-compiler or a cached build is there, else says so once and runs Python; `c` the
-same, failing when the build fails; `python` never builds. Contexts with hooks run
+compiler or a cached build is there, else says so once and runs Python (a failed
+build is remembered, and not said again: vmrt.vm.ctier.build); `c` the same,
+failing when the build fails; `python` never builds. Contexts with hooks run
 the Python tier (hooks are compiled into its code); contexts with limits never build
 (CModule.of) and enter C through entries that do what their meter needs
 (straight_entry).
@@ -22,7 +23,7 @@ import types
 from vmrt.errors import DepthExceeded, StatusCode, VMError
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.ctier.analysis import argument_registers, compilable_functions, fragment_types
-from vmrt.vm.ctier.build import BuildError, compiler_identity, load_or_build
+from vmrt.vm.ctier.build import BuildError, RememberedFailure, compiler_identity, load_or_build
 from vmrt.vm.codegen import host_prologue
 from vmrt.vm.ctier.cgen import ErrorKind as E, generate_module
 from vmrt.vm.list import VMList
@@ -117,7 +118,8 @@ class CModule:
         except BuildError as error:
             if tier == "c":
                 raise
-            notice(f"{error.message}; VM code runs in the Python tier")
+            if not isinstance(error, RememberedFailure):  # (said when it failed)
+                notice(f"{error.message}; VM code runs in the Python tier")
             return False
 
     def instance(self, instance) -> "CInstance":
