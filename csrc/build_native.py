@@ -133,6 +133,10 @@ CDEF = """
     int vmrt_dispatch_blocks_bind(vmrt_dispatch_block_t* blocks, uint32_t count,
                                   const uint64_t* addresses, const uint64_t* lengths,
                                   size_t total);
+    int64_t vmrt_dispatch_blocks_bind_table(vmrt_dispatch_block_t* blocks, uint32_t count,
+                                            const uint32_t* binding_entries,
+                                            const int64_t* binding_ranges, size_t total,
+                                            const int64_t* entries, uint32_t entry_count);
     typedef struct vmrt_library vmrt_library_t;
     void vmrt_cpu_data(uint64_t out[8]);
     int vmrt_library_open(void* query_fn, uintptr_t image_base, size_t image_size,

@@ -294,6 +294,61 @@ int vmrt_dispatch_blocks_bind(vmrt_dispatch_block_t* blocks, uint32_t count,
   return 0;
 }
 
+/* iree_hal_buffer_calculate_range (vmrt/hal/buffer.py calculate_range, its
+ * twin), for -2^61 < base < 2^61 and any max_length: 0 when the range is not
+ * within [0, max_length), or when base + offset would overflow (such a start is
+ * past the end of any buffer: the caller's next range check would fail). */
+static int range_in(int64_t base, int64_t max_length, int64_t offset, int64_t length,
+                    int64_t* out_start, int64_t* out_length) {
+  if (offset < 0 || offset > max_length) return 0;
+  if (length == -1) length = max_length - offset; /* WHOLE_BUFFER: to the end */
+  if (length != 0 && (length < 0 || length > max_length - offset)) return 0;
+  if (base > 0 && offset > INT64_MAX - base) return 0;
+  *out_start = base + offset;
+  *out_length = length;
+  return 1;
+}
+
+int64_t vmrt_dispatch_blocks_bind_table(vmrt_dispatch_block_t* blocks, uint32_t count,
+                                        const uint32_t* binding_entries,
+                                        const int64_t* binding_ranges, size_t total,
+                                        const int64_t* entries, uint32_t entry_count) {
+  const int64_t limit = (int64_t)1 << 61;
+  size_t needed = 0;
+  for (uint32_t i = 0; i < count; ++i) needed += blocks[i].state.binding_count;
+  if (needed != total) return -1;
+  for (uint32_t e = 0; e < entry_count; ++e) {
+    const int64_t* entry = entries + 5 * (size_t)e;
+    if (entry[1] <= -limit || entry[1] >= limit || entry[3] < 0 || entry[3] >= limit ||
+        entry[4] < 0 || entry[4] >= limit) {
+      return -1;
+    }
+  }
+  size_t k = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    for (uint32_t b = 0; b < blocks[i].state.binding_count; ++b, ++k) {
+      if (binding_entries[k] >= entry_count) return -1;
+      const int64_t* entry = entries + 5 * (size_t)binding_entries[k];
+      /* The reference within its table entry (resolve_ref: a length of -1 runs to
+       * the end of the buffer), then within the entry's buffer (binding_span). */
+      int64_t max_length = entry[2] == -1 ? entry[4] - entry[1] : entry[2];
+      int64_t start, length;
+      if (!range_in(entry[1], max_length, binding_ranges[2 * k], binding_ranges[2 * k + 1],
+                    &start, &length)) {
+        return (int64_t)k + 1;
+      }
+      if (start == 0 && length == entry[4]) {
+        start = entry[3]; /* the whole buffer */
+      } else if (!range_in(entry[3], entry[4], start, length, &start, &length)) {
+        return (int64_t)k + 1;
+      }
+      blocks[i].binding_addresses[b] = length ? (uintptr_t)entry[0] + (uintptr_t)start : 0;
+      blocks[i].binding_lengths[b] = (size_t)length;
+    }
+  }
+  return 0;
+}
+
 /* Records the first failure; later ones (other workers) keep it. */
 static int record_failure(vmrt_dispatch_block_t* b, int ret, uint64_t index) {
   int32_t expected = 0;

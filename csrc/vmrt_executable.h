@@ -175,6 +175,21 @@ int vmrt_dispatch_blocks_bind(vmrt_dispatch_block_t* blocks, uint32_t count,
                               const uint64_t* addresses, const uint64_t* lengths,
                               size_t total);
 
+/* vmrt_dispatch_blocks_bind of bindings resolved through a binding table (the
+ * twin: NativePlan._bind_in_python, vmrt/hal/native_loader.py). `entries` holds
+ * five values per entry (a table slot, or a direct reference's buffer): the
+ * address of its allocation's storage; its offset and length as the table gives
+ * them (-1: to the end of the buffer); its buffer's byte offset and length in
+ * that storage. Binding k of the blocks in turn refers to entry
+ * `binding_entries[k]` at offset and length `binding_ranges[2k]`, `[2k + 1]`.
+ * Returns 0; -1 when the blocks need another total or an entry holds values
+ * beyond +-2^61 (the twin's to resolve); k + 1 when binding k's range is out of
+ * range (the blocks then partly written). */
+int64_t vmrt_dispatch_blocks_bind_table(vmrt_dispatch_block_t* blocks, uint32_t count,
+                                        const uint32_t* binding_entries,
+                                        const int64_t* binding_ranges, size_t total,
+                                        const int64_t* entries, uint32_t entry_count);
+
 /* Runs workgroups of [0, total) taken from block->next, at most block->grain at a
  * time and fewer as they run out, until none are left: every worker of a dispatch
  * calls it, so a worker that gets a core late takes less work (IREE's task system

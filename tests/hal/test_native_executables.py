@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import struct
 import subprocess
 from pathlib import Path
@@ -195,3 +196,63 @@ def test_without_the_c_extension_loading_says_why():
     assert result.returncode == 1
     assert "UNAVAILABLE" in result.stderr and "VMRT_NO_NATIVE" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _outcome(device, cb, table, buffers):
+    """What running `cb` with `table` did: the error (code, message) or every buffer's
+    values (each starting from 0, 1, 2, ...)."""
+    for buffer in buffers:
+        count = buffer.byte_length // 4
+        buffer.map_write(0, struct.pack(f"<{count}i", *range(count)))
+    try:
+        device.queue_execute(-1, None, None, cb, table)
+    except HalError as error:
+        return error.code, error.message
+    return [_values(buffer) for buffer in buffers]
+
+
+def test_bindings_resolve_alike_in_c_and_in_python(build, monkeypatch):
+    # Native plans resolve their bindings through the table in C; VMRT_BIND_IN_C=0
+    # takes the Python twin. Both must bind the same bytes and refuse the same
+    # tables with the same first error, whatever the table holds.
+    from vmrt.hal import native_loader
+    device = create_device("local-sync")
+    executable = device.create_executable(EMBEDDED_FORMAT, build())
+    source = _buffer(device, list(range(100, 132)))
+    targets = [_buffer(device, [0] * 32) for _ in range(2)]
+    cb = device.create_command_buffer(0, ANY, binding_capacity=3)
+    cb.begin()
+    # slot 0 -> slot 1 over four workgroups, then a direct source -> slot 2 over two
+    cb.dispatch(executable, 0, (4, 1, 1), struct.pack("<i", 1),
+                [(None, 0, 8, 16), (None, 1, 4, -1)])
+    cb.dispatch(executable, 0, (2, 1, 1), struct.pack("<i", 7),
+                [(source, 0, 64, 8), (None, 2, 0, 8)])
+    cb.end()
+    rng = random.Random(33)
+    buffers = [source, *targets]
+    choices = [*buffers, targets[0].subspan(16, 64), source.subspan(4, 100), None]
+    fallbacks = []  # the runs the twin bound
+    python_bind = native_loader.NativePlan._bind_in_python
+
+    def counted_python_bind(plan, *args):
+        fallbacks.append(1)
+        return python_bind(plan, *args)
+    monkeypatch.setattr(native_loader.NativePlan, "_bind_in_python", counted_python_bind)
+    kinds = set()
+    for _ in range(1000):
+        table = [(rng.choice(choices), rng.choice([0, 4, 8, 12, 16, 60, 64, 128, 200, -4]),
+                  rng.choice([-1, -1, 0, 4, 8, 16, 40, 60, 64, 68, 124, 128, 132, 1 << 62]))
+                 for _ in range(rng.choice([3, 3, 3, 2]))]
+        fallbacks.clear()
+        monkeypatch.setattr(native_loader, "BIND_IN_C", True)
+        in_c = _outcome(device, cb, table, buffers)
+        took_c = not fallbacks
+        monkeypatch.setattr(native_loader, "BIND_IN_C", False)
+        in_python = _outcome(device, cb, table, buffers)
+        assert in_c == in_python, table
+        kinds.add((isinstance(in_c, list), took_c))
+        if isinstance(in_c, list):
+            assert took_c, table  # every table the twin binds, C binds itself
+    # both ways saw tables that run and tables refused
+    assert (True, True) in kinds and (False, False) in kinds
+

@@ -374,6 +374,17 @@ class Buffer(RefObject):
         """(allocated buffer, start, length) of the bytes map_binding maps, after
         its checks, without making a view: native dispatches take the address
         (storage_address() + start)."""
+        root = self.binding_root()
+        byte_length = self.byte_length
+        if offset == 0 and (length == WHOLE_BUFFER or length == byte_length):
+            return root, self.byte_offset, byte_length
+        start, length = calculate_range(self.byte_offset, byte_length, offset, length)
+        return root, start, length
+
+    def binding_root(self) -> "Buffer":
+        """The allocated buffer whose bytes a binding of this one maps, after the
+        checks of binding_span that do not depend on the range (moved to private
+        pages first when a dispatch may write module constants: map_binding)."""
         root = self._root
         if root is None:
             root = self
@@ -386,11 +397,7 @@ class Buffer(RefObject):
         if root._decommitted:
             raise HalError("buffer has been deallocated (hal.device.queue.dealloca)",
                            StatusCode.FAILED_PRECONDITION)
-        byte_length = self.byte_length
-        if offset == 0 and (length == WHOLE_BUFFER or length == byte_length):
-            return root, self.byte_offset, byte_length
-        start, length = calculate_range(self.byte_offset, byte_length, offset, length)
-        return root, start, length
+        return root
 
     def storage_address(self) -> int:
         """The address of the allocation's storage (valid while the allocation lives

@@ -12,7 +12,9 @@ import weakref
 
 from vmrt.environment import switched_on
 from vmrt.errors import HalError, StatusCode
+from vmrt.hal.buffer import Buffer
 from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader, FunctionInfo
+from vmrt.hal.types import WHOLE_BUFFER
 from vmrt.memory import c_extension
 
 EMBEDDED_FORMAT = "embedded-elf-x86_64"
@@ -26,6 +28,11 @@ _ffi, _lib, _UNAVAILABLE = c_extension()  # a pure-Python install: no native exe
 if _UNAVAILABLE is None and not (sys.platform.startswith("linux")
                                  and platform.machine() in ("x86_64", "AMD64")):
     _UNAVAILABLE = f"native executables are x86-64 Linux code; this is {platform.machine()}"
+
+
+#: Native plans resolve their bindings in C (NativePlan._bind_in_c); off, through
+#: their Python twin (VMRT_BIND_IN_C=0; tests compare the two).
+BIND_IN_C = switched_on("VMRT_BIND_IN_C")
 
 
 def native_unavailable_reason() -> str | None:
@@ -269,7 +276,8 @@ class NativePlan:
     (`template`); a run copies the template and fills in what a binding table
     decides, the bindings (and counts read from buffers)."""
 
-    __slots__ = ("commands", "tasks", "template", "counted", "concurrency", "_spare")
+    __slots__ = ("commands", "tasks", "template", "counted", "concurrency", "_spare",
+                 "_slots", "_direct", "_binding_entries", "_binding_ranges", "_binding_total")
 
     def __init__(self, entries, concurrency: int):
         """`entries`: (DispatchCommand of a NativeExecutable, region number) pairs."""
@@ -293,6 +301,29 @@ class NativePlan:
                                               command.constants, len(command.bindings))
             else:
                 self.counted.append(i)
+        self._index_bindings()
+
+    def _index_bindings(self) -> None:
+        """Lays out the bindings for _bind_in_c: each refers to an entry, a table slot
+        (the slots first) or the buffer of a direct reference, at its offset and length."""
+        refs = [ref for command in self.commands for ref in command.bindings]
+        self._slots = sorted({slot for buffer, slot, _, _ in refs if buffer is None})
+        self._direct = [buffer for buffer, _, _, _ in refs if buffer is not None]
+        entry_of = {slot: index for index, slot in enumerate(self._slots)}
+        entries, ranges, direct = [], [], len(self._slots)
+        for buffer, slot, offset, length in refs:
+            if buffer is None:
+                entries.append(entry_of[slot])
+            else:
+                entries.append(direct)
+                direct += 1
+            ranges += (offset, length)
+        self._binding_total = len(refs)
+        try:
+            self._binding_entries = _ffi.new("uint32_t[]", entries)
+            self._binding_ranges = _ffi.new("int64_t[]", ranges)
+        except OverflowError:  # (a host's references beyond i64: the twin's to refuse)
+            self._binding_entries = self._binding_ranges = None
 
     def run(self, pool: NativePool, table) -> None:
         spare = self._spare
@@ -316,12 +347,26 @@ class NativePlan:
             command.executable.init_block(blocks + i, command.function, command.count_of(table),
                                           self.concurrency, command.constants,
                                           len(command.bindings))
-        addresses, lengths = [], []
-        pinned = []  # the bound allocations: alive until the run ends
         for command in self.commands:
             if command.executable._library is None:
                 raise HalError("dispatch of a released executable",
                                StatusCode.FAILED_PRECONDITION)
+        if not (BIND_IN_C and self._bind_in_c(table, blocks, count)):
+            self._bind_in_python(table, blocks, count)
+        # (the bound allocations stay alive until the run ends: the table and the
+        # commands hold them)
+        failed = pool.run(self.tasks, blocks, count)
+        if failed >= 0:
+            command = self.commands[failed]
+            NativeExecutable._raise_failure(command.executable.functions[command.function].name,
+                                            blocks + failed)
+
+
+    def _bind_in_python(self, table, blocks, count: int) -> None:
+        """Resolves every binding through `table` (DispatchCommand.binding_spans),
+        raising the first error, and binds the blocks: _bind_in_c's twin."""
+        addresses, lengths = [], []
+        for command in self.commands:
             for root, start, length in command.binding_spans(table):
                 if length:
                     address = root._address  # (storage_address, inline once known)
@@ -331,14 +376,36 @@ class NativePlan:
                 else:
                     addresses.append(0)
                 lengths.append(length)
-                pinned.append(root)
         if _lib.vmrt_dispatch_blocks_bind(blocks, count, addresses, lengths, len(addresses)):
             raise HalError("dispatch bindings do not match their blocks", StatusCode.INTERNAL)
-        failed = pool.run(self.tasks, blocks, count)
-        if failed >= 0:
-            command = self.commands[failed]
-            NativeExecutable._raise_failure(command.executable.functions[command.function].name,
-                                            blocks + failed)
+
+    def _bind_in_c(self, table, blocks, count: int) -> bool:
+        """Binds the blocks with each table entry's buffer checked once and the
+        ranges resolved in C (vmrt_dispatch_blocks_bind_table); False when anything
+        fails or falls outside what the C path admits: _bind_in_python then binds,
+        or raises the first error as it comes in order."""
+        if self._binding_entries is None:
+            return False
+        values = []
+        try:
+            for slot in self._slots:
+                if slot >= len(table):
+                    return False
+                bound, offset, length = table[slot]
+                if not isinstance(bound, Buffer):
+                    return False
+                root = bound.binding_root()
+                values += (root._address or root.storage_address(), offset, length,
+                           bound.byte_offset, bound.byte_length)
+            for buffer in self._direct:
+                root = buffer.binding_root()
+                values += (root._address or root.storage_address(), 0, WHOLE_BUFFER,
+                           buffer.byte_offset, buffer.byte_length)
+            return _lib.vmrt_dispatch_blocks_bind_table(
+                blocks, count, self._binding_entries, self._binding_ranges,
+                self._binding_total, values, len(values) // 5) == 0
+        except (HalError, OverflowError):
+            return False
 
 
 class NativeLoader(ExecutableLoader):
