@@ -94,7 +94,7 @@ class HeapAllocator(RefObject):
         buffers = Buffer.allocate_copies(contents, *params, queue_affinity)
         stats = self.statistics
         stats.buffers_allocated += len(buffers)
-        stats.host_bytes_allocated += sum(len(data) for data in contents)
+        stats.host_bytes_allocated += sum(map(len, contents))
         return buffers
 
     def _allocation_params_of(self, memory_type: int, usage: int,

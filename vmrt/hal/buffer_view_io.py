@@ -312,9 +312,14 @@ def buffer_views_from_numpy(arrays: list, device_or_allocator) -> list[BufferVie
     """buffer_view_from_numpy of each array, the small ones (a call's usual inputs)
     copied into one allocation (HeapAllocator.allocate_copies)."""
     allocator = _allocator_of(device_or_allocator)
-    dense = [_dense_array(array) for array in arrays]
-    small = [memoryview(array).cast("B") if array.nbytes else memoryview(b"")
-             for array, _ in dense if array.nbytes <= SHARED_INPUT_BYTES]
+    # (one loop each way, no comprehensions: a call converts its inputs every time)
+    dense, small = [], []
+    for array in arrays:
+        array, element_type = _dense_array(array)
+        dense.append((array, element_type))
+        size = array.nbytes
+        if size <= SHARED_INPUT_BYTES:
+            small.append(memoryview(array).cast("B") if size else memoryview(b""))
     shared = iter(allocator.allocate_copies(INPUT_MEMORY_TYPE, INPUT_USAGE, small)
                   if small else ())
     views = []
@@ -346,7 +351,7 @@ def buffer_view_to_numpy(view: BufferView, sole: bool = False):
         if memory is not None:
             return np.frombuffer(memory, dtype=dtype).reshape(view.shape)
     data = view.buffer.map_range(_ACCESS_READ, 0, view.byte_length)
-    return np.frombuffer(data, dtype=dtype).reshape(view.shape).copy()
+    return np.frombuffer(data, dtype).reshape(view.shape).copy()  # (dtype positional: cheaper)
 
 
 #: Results at least this large may be handed over instead of copied (a smaller copy

@@ -598,13 +598,13 @@ class HalModule(NativeModule, name="hal", version=7):
                            StatusCode.UNIMPLEMENTED)
         # Under limits the memory is zero-filled: a module must not read what the
         # process's heap last held (another context's data); else it is left as is.
-        def allocate():
-            return _queue_bookkeeping(meter, device.queue_alloca, queue_affinity, wait_fence,
-                                      signal_fence, memory_types & _UINT32_MAX,
-                                      buffer_usage & _UINT32_MAX, size, flags,
-                                      meter is not None)
-        # (charged's own test, first: a frame fewer on the unlimited path)
-        return allocate() if meter is None else charged(meter, size, allocate)
+        call = (meter, device.queue_alloca, queue_affinity, wait_fence, signal_fence,
+                memory_types & _UINT32_MAX, buffer_usage & _UINT32_MAX, size, flags,
+                meter is not None)
+        # (charged's own test, first: no closure and a frame fewer on the unlimited path)
+        if meter is None:
+            return _queue_bookkeeping(*call)
+        return charged(meter, size, lambda: _queue_bookkeeping(*call))
 
     @export("0rIrrI_v", name="device.queue.barrier", state=True)
     def device_queue_barrier(self, meter, device, queue_affinity, wait_fence, signal_fence,
@@ -713,7 +713,9 @@ class HalModule(NativeModule, name="hal", version=7):
     # -- fences ------------------------------------------------------------------------------------
     @export("0iICrD_i", name="fence.await", state=True)
     def fence_await(self, meter, timeout_millis, flags, fences):
-        fences = [deref_or_null(f, Fence, "fence") for (f,) in fences]
+        # (deref_or_null inline for fences: a call awaits one every time)
+        fences = [f if f is None or f.__class__ is Fence else deref_or_null(f, Fence, "fence")
+                  for (f,) in fences]
         pending = []
         for fence in fences:
             if fence is not None and not fence.is_reached():  # raises a failure
@@ -750,7 +752,8 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0ICrD_r", name="fence.join")
     def fence_join(self, flags, fences):
-        fences = [deref_or_null(f, Fence, "fence") for (f,) in fences]
+        fences = [f if f is None or f.__class__ is Fence else deref_or_null(f, Fence, "fence")
+                  for (f,) in fences]
         joined = Fence()
         for fence in fences:
             joined.extend(fence)
@@ -823,7 +826,7 @@ class HostAdapter:
             positions = _REF_POSITIONS[signature.arguments] = tuple(
                 position for position, element in enumerate(signature.arguments)
                 if element == "r")
-        arrays = []
+        at, arrays = [], []
         for position in positions:
             if position >= len(args):
                 break
@@ -832,12 +835,12 @@ class HostAdapter:
             if hasattr(value.__class__, "__array_interface__") or \
                     not isinstance(value, RefObject) and value is not None and \
                     hasattr(value, "__array_interface__"):
-                arrays.append(position)
+                at.append(position)
+                arrays.append(value)
         if not arrays:
             return args
         converted = list(args)
-        views = buffer_views_from_numpy([args[position] for position in arrays], self.device)
-        for position, view in zip(arrays, views):
+        for position, view in zip(at, buffer_views_from_numpy(arrays, self.device)):
             converted[position] = view
         return tuple(converted)
 
