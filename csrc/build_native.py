@@ -8,6 +8,8 @@ One extension, vmrt._cnative, holds:
   `extern "Python"` callbacks;
 - vmrt_caller.c: `vmrt._cnative.Caller`, the fast path for exports whose cconv
   has only scalars (installed into the module by vmrt_caller_install());
+- vmrt_aligned.c: `vmrt._cnative.aligned_bytearray`, HAL buffers' aligned zeroed
+  memory and its address (vmrt/hal/buffer.py; vmrt_aligned_install());
 - vmrt_example.c: the example C module `cexample` (vmrt/native/example.py);
 - vmrt_files.c: the code cache's source records, also on a thread of their own
   (vmrt/vm/code_cache.py).
@@ -83,6 +85,7 @@ CDEF = """
     int32_t vmrt_example_live_states(void);
 
     int vmrt_caller_install(void);
+    int vmrt_aligned_install(void);
 
     int64_t vmrt_source_records(const char* directory, unsigned char* out, int64_t capacity,
                                 int64_t* out_count);
@@ -215,6 +218,7 @@ static uint32_t vmrt_native_abi_version(void) { return VMRT_NATIVE_ABI_VERSION; 
 const vmrt_module_descriptor_t* vmrt_example_module(void);
 int32_t vmrt_example_live_states(void);
 int vmrt_caller_install(void);
+int vmrt_aligned_install(void);
 int64_t vmrt_source_records(const char* directory, unsigned char* out, int64_t capacity,
                             int64_t* out_count);
 int vmrt_records_start(const char* directories, int64_t length);
@@ -232,7 +236,8 @@ def make_builder(root: Path) -> FFI:
         "vmrt._cnative",
         PREAMBLE,
         sources=[str(csrc / "vmrt_memory.c"), str(csrc / "vmrt_native_call.c"),
-                 str(csrc / "vmrt_caller.c"), str(csrc / "vmrt_example.c"),
+                 str(csrc / "vmrt_caller.c"), str(csrc / "vmrt_aligned.c"),
+                 str(csrc / "vmrt_example.c"),
                  str(csrc / "vmrt_executable.c"), str(csrc / "vmrt_pool.c"),
                  # ELF loader (vmrt_elf.c)
                  str(csrc / "vmrt_elf.c"), str(csrc / "vmrt_files.c")],

@@ -27,6 +27,32 @@ def test_zeroed_memory_is_zero_and_writable(size):
         assert data[-1] == 7
 
 
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 4096, 100_003])
+def test_aligned_memory_is_the_same_in_c_and_in_python(size):
+    # Buffers' small allocations come from vmrt._cnative.aligned_bytearray, or its
+    # Python twin: both give `size` zero bytes of their own at a BUFFER_ALIGNMENT
+    # boundary, writable, and the address those bytes are really at.
+    import ctypes
+    from vmrt.hal.buffer import BUFFER_ALIGNMENT, _ALIGNED_IN_C, aligned_bytearray_python
+    if _ALIGNED_IN_C is None:
+        pytest.skip("no C extension")
+    made = [make(size) for make in (lambda n: _ALIGNED_IN_C(n, BUFFER_ALIGNMENT),
+                                    aligned_bytearray_python) for _ in range(3)]
+    for view, address in made:
+        assert isinstance(view, memoryview) and not view.readonly
+        assert (view.format, view.ndim, len(view)) == ("B", 1, size) and not any(view)
+        assert address % BUFFER_ALIGNMENT == 0
+        if size:
+            assert ctypes.addressof(ctypes.c_char.from_buffer(view)) == address
+            view[-1] = 9
+    assert len({address for _, address in made}) == len(made) or size == 0
+    assert all(bytes(view[-1:]) == b"\x09" for view, _ in made if size)
+    with pytest.raises(ValueError):
+        _ALIGNED_IN_C(-1, BUFFER_ALIGNMENT)
+    with pytest.raises(ValueError):
+        _ALIGNED_IN_C(8, 48)  # not a power of two
+
+
 def test_large_buffer_is_zeroed_and_round_trips_through_mapping():
     buffer = HeapAllocator().allocate_buffer(DEVICE_LOCAL, DEFAULT, MAPPED_ALLOCATION_BYTES + 3)
     assert buffer.map_read(MAPPED_ALLOCATION_BYTES - 2, 5) == bytes(5)

@@ -78,13 +78,37 @@ def _zeroed_allocation(size: int) -> tuple:
 BUFFER_ALIGNMENT = 64
 
 
-def _aligned_bytearray(size: int) -> tuple[memoryview, int]:
+def aligned_bytearray_python(size: int) -> tuple[memoryview, int]:
     """`size` zero bytes starting at a BUFFER_ALIGNMENT boundary of a bytearray,
-    and their address."""
+    and their address (the twin of vmrt._cnative.aligned_bytearray)."""
     data = bytearray(size + BUFFER_ALIGNMENT)
     base = ctypes.addressof(ctypes.c_char.from_buffer(data))
     offset = -base % BUFFER_ALIGNMENT
     return memoryview(data)[offset:offset + size], base + offset
+
+
+def _aligned_bytearray_in_c():
+    """vmrt._cnative.aligned_bytearray (the same in one C call: a model's call
+    allocates a few small buffers, and ctypes' address lookup was a good part of
+    each), or None without the C extension."""
+    from vmrt.memory import c_extension
+    _, lib, unavailable = c_extension()
+    if unavailable is not None:
+        return None
+    from vmrt import _cnative
+    if getattr(_cnative, "aligned_bytearray", None) is None:
+        lib.vmrt_aligned_install()
+    return getattr(_cnative, "aligned_bytearray", None)
+
+
+_ALIGNED_IN_C = _aligned_bytearray_in_c()
+
+
+def _aligned_bytearray(size: int) -> tuple[memoryview, int]:
+    """aligned_bytearray_python(size), in C when the extension is there."""
+    if _ALIGNED_IN_C is None:
+        return aligned_bytearray_python(size)
+    return _ALIGNED_IN_C(size, BUFFER_ALIGNMENT)
 
 
 #: Below this size copied_memory zero-fills a bytearray before copying: cheaper
