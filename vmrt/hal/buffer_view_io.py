@@ -310,7 +310,8 @@ SHARED_INPUT_BYTES = 4096
 
 def buffer_views_from_numpy(arrays: list, device_or_allocator) -> list[BufferView]:
     """buffer_view_from_numpy of each array, the small ones (a call's usual inputs)
-    copied into one allocation (HeapAllocator.allocate_copies)."""
+    copied into one allocation when there are several (HeapAllocator.allocate_copies;
+    one alone is cheaper to allocate by itself)."""
     allocator = _allocator_of(device_or_allocator)
     # (one loop each way, no comprehensions: a call converts its inputs every time)
     dense, small = [], []
@@ -321,11 +322,11 @@ def buffer_views_from_numpy(arrays: list, device_or_allocator) -> list[BufferVie
         if size <= SHARED_INPUT_BYTES:
             small.append(memoryview(array).cast("B") if size else memoryview(b""))
     shared = iter(allocator.allocate_copies(INPUT_MEMORY_TYPE, INPUT_USAGE, small)
-                  if small else ())
+                  if len(small) > 1 else ())
     views = []
     for array, element_type in dense:
         size = array.nbytes
-        if size > SHARED_INPUT_BYTES:
+        if size > SHARED_INPUT_BYTES or len(small) < 2:
             views.append(_view_of_dense(array, element_type, allocator))
         else:
             views.append(BufferView.of_dense(next(shared), array.shape, element_type, size))

@@ -133,8 +133,8 @@ class Device(RefObject):
                      zeroed: bool = True) -> Buffer:
         """Returns the buffer at once; it may be used once `signal` is reached. Its
         contents are undefined (as upstream's) unless `zeroed`."""
-        buffer = self.allocator.allocate_buffer(memory_type, usage, size,
-                                                queue_affinity=queue_affinity, zeroed=zeroed)
+        buffer = self.allocator.allocate_buffer(memory_type, usage, size, 0, queue_affinity,
+                                                None, zeroed)  # (positional: cheaper)
         self._submit(wait, signal, None)
         return buffer
 

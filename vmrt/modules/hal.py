@@ -631,12 +631,15 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIrrrICrIID_v", name="device.queue.execute.indirect", state=True)
     def device_queue_execute_indirect(self, meter, device, queue_affinity, wait_fence,
                                       signal_fence, command_buffer, flags, bindings):
-        table = [(buffer, offset, length) if buffer is None or buffer.__class__ is Buffer
-                 else (deref_or_null(buffer, Buffer, "buffer"), offset, length)
-                 for buffer, offset, length in bindings]
+        # The binding table: a copy of the span's (immutable) entries, their buffers
+        # checked (deref_or_null's test inline).
+        for buffer, _, _ in bindings:
+            if buffer is not None and buffer.__class__ is not Buffer:
+                deref_or_null(buffer, Buffer, "buffer")
         _queue_call(meter, deref(device, Device, "device").queue_execute,
                     queue_affinity, wait_fence, signal_fence,
-                    deref(command_buffer, CommandBuffer, "command_buffer"), table, flags, False)
+                    deref(command_buffer, CommandBuffer, "command_buffer"), list(bindings),
+                    flags, False)
 
     @export("0rIrrrIIIiI_v", name="device.queue.fill", state=True)
     def device_queue_fill(self, meter, device, queue_affinity, wait_fence, signal_fence, target,
