@@ -31,6 +31,7 @@ bench: install-test
 	$(PYTHON) benchmarks/native_bench.py
 	$(PYTHON) benchmarks/asm_bench.py
 	$(PYTHON) benchmarks/hal_bench.py
+	$(PYTHON) benchmarks/small_call_bench.py
 	$(PYTHON) benchmarks/io_bench.py
 	$(PYTHON) benchmarks/params_bench.py
 	$(PYTHON) benchmarks/stream_bench.py
