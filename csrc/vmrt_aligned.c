@@ -26,7 +26,7 @@ static PyObject* vmrt_aligned_bytearray(PyObject* self, PyObject* args) {
   char* bytes = PyByteArray_AsString(data);
   memset(bytes, 0, (size_t)(size + alignment));
   uintptr_t base = (uintptr_t)bytes;
-  Py_ssize_t offset = (Py_ssize_t)((uintptr_t)(-(intptr_t)base) & (uintptr_t)(alignment - 1));
+  Py_ssize_t offset = (Py_ssize_t)((0 - base) & (uintptr_t)(alignment - 1)); /* unsigned */
   PyObject* whole = PyMemoryView_FromObject(data);
   Py_DECREF(data);
   if (!whole) return NULL;
