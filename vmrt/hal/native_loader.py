@@ -361,7 +361,6 @@ class NativePlan:
             NativeExecutable._raise_failure(command.executable.functions[command.function].name,
                                             blocks + failed)
 
-
     def _bind_in_python(self, table, blocks, count: int) -> None:
         """Resolves every binding through `table` (DispatchCommand.binding_spans),
         raising the first error, and binds the blocks: _bind_in_c's twin."""
