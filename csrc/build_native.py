@@ -126,6 +126,8 @@ CDEF = """
       int32_t failed;
       int32_t result;
       uint64_t failed_index;
+      int64_t ctrl_c_seen;
+      int32_t interrupted;
     } vmrt_dispatch_block_t;
     int vmrt_dispatch_block_init(vmrt_dispatch_block_t* block, const uint32_t workgroup_size[3],
                                  const uint32_t workgroup_count[3], uint32_t max_concurrency,
@@ -158,6 +160,9 @@ CDEF = """
                                      vmrt_dispatch_block_t* block, uint64_t total,
                                      uint32_t processor_id, void* local_memory,
                                      uint32_t local_memory_size);
+    /* Ctrl-C for loops without the GIL (vmrt_ctrl_c.c) */
+    extern int64_t vmrt_ctrl_c_presses;
+    int vmrt_ctrl_c_watch(void);
     /* Native dispatches of a command buffer in one call (vmrt_pool.c) */
     typedef struct vmrt_pool_task_t {
       const vmrt_library_t* library;
@@ -192,6 +197,7 @@ PREAMBLE = """
 #include "vmrt_elf.h"
 #include "vmrt_executable.h"  /* native CPU executables */
 #include "vmrt_pool.h"  /* their workers */
+#include "vmrt_ctrl_c.h"  /* Ctrl-C in loops without the GIL */
 
 /* Host services: extern "Python" callbacks that cffi defines further down. */
 static vmrt_status_t vmrt_py_ref_retain(const vmrt_ref_t*, vmrt_ref_t*);
@@ -240,7 +246,8 @@ def make_builder(root: Path) -> FFI:
                  str(csrc / "vmrt_example.c"),
                  str(csrc / "vmrt_executable.c"), str(csrc / "vmrt_pool.c"),
                  # ELF loader (vmrt_elf.c)
-                 str(csrc / "vmrt_elf.c"), str(csrc / "vmrt_files.c")],
+                 str(csrc / "vmrt_elf.c"), str(csrc / "vmrt_files.c"),
+                 str(csrc / "vmrt_ctrl_c.c")],
         include_dirs=[str(csrc), str(root / "vmrt" / "native" / "include")],
         extra_compile_args=["-O2", "-Wall", "-pthread"],
         extra_link_args=["-pthread"],

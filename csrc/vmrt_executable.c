@@ -4,6 +4,7 @@
  * several workers run in parallel. */
 #define _GNU_SOURCE
 #include "vmrt_executable.h"
+#include "vmrt_ctrl_c.h"
 
 #include <cpuid.h>
 #include <dlfcn.h>
@@ -265,6 +266,8 @@ int vmrt_dispatch_block_init(vmrt_dispatch_block_t* b, const uint32_t size[3],
   b->state.constants = b->constants;
   b->state.binding_ptrs = (void* const*)b->binding_addresses;
   b->state.binding_lengths = b->binding_lengths;
+  b->ctrl_c_seen = vmrt_ctrl_c_now();
+  b->interrupted = 0;
   return 0;
 }
 
@@ -360,6 +363,17 @@ static int record_failure(vmrt_dispatch_block_t* b, int ret, uint64_t index) {
   return ret;
 }
 
+/* Ctrl-C stopped the dispatch before workgroup `index`. */
+static int record_interruption(vmrt_dispatch_block_t* b, uint64_t index) {
+  int32_t expected = 0;
+  if (__atomic_compare_exchange_n(&b->failed, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    b->interrupted = 1;
+    b->failed_index = index;
+  }
+  return 1;
+}
+
 int vmrt_library_dispatch(const vmrt_library_t* lib, uint32_t ordinal,
                           vmrt_dispatch_block_t* b, uint64_t start, uint64_t stop,
                           uint32_t processor_id, void* local_memory,
@@ -377,6 +391,7 @@ int vmrt_library_dispatch(const vmrt_library_t* lib, uint32_t ordinal,
   wg.local_memory_size = local_memory_size;
   for (uint64_t index = start; index < stop; ++index) {
     if (__atomic_load_n(&b->failed, __ATOMIC_RELAXED)) return 1;
+    if (vmrt_ctrl_c_since(b->ctrl_c_seen)) return record_interruption(b, index);
     uint64_t rest = index % plane;
     wg.workgroup_id_z = (uint16_t)(index / plane);
     wg.workgroup_id_y = (uint32_t)(rest / cx);

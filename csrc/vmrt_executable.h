@@ -117,7 +117,9 @@ typedef struct vmrt_export_info_t {
 
 /* One dispatch as Python prepares it, in one allocation: the state the library
  * reads, the tables it points into, and what the workers running it share: the
- * next workgroup to take, whether one failed, and which. */
+ * next workgroup to take, whether one failed, and which, or whether Ctrl-C
+ * stopped it (vmrt_ctrl_c.h: pressed since `ctrl_c_seen`, the count when it was
+ * laid out or its run started). */
 typedef struct vmrt_dispatch_block_t {
   vmrt_lib_dispatch_state_t state;
   uint32_t constants[VMRT_MAX_CONSTANT_COUNT];
@@ -129,6 +131,8 @@ typedef struct vmrt_dispatch_block_t {
   int32_t failed;   /* set once a workgroup failed: the others stop */
   int32_t result;   /* the failing workgroup's return value */
   uint64_t failed_index;
+  int64_t ctrl_c_seen;
+  int32_t interrupted; /* the failure is Ctrl-C's (no workgroup failed) */
 } vmrt_dispatch_block_t;
 
 /* Fills a block: workgroup size and count, constants (`constants_size` bytes, at
@@ -157,7 +161,8 @@ void vmrt_library_export_info(const vmrt_library_t* library, uint32_t ordinal,
                               vmrt_export_info_t* out_info);
 
 /* Runs workgroups [start, stop) of the linearized range (x fastest). Returns 0,
- * or nonzero once any worker's workgroup failed (block->result, ->failed_index). */
+ * or nonzero once any worker's workgroup failed (block->result, ->failed_index)
+ * or Ctrl-C was pressed (block->interrupted; checked before each workgroup). */
 int vmrt_library_dispatch(const vmrt_library_t* library, uint32_t ordinal,
                           vmrt_dispatch_block_t* block, uint64_t start, uint64_t stop,
                           uint32_t processor_id, void* local_memory,

@@ -16,6 +16,7 @@
  * region (and run); waiting spins briefly first. */
 #define _GNU_SOURCE
 #include "vmrt_pool.h"
+#include "vmrt_ctrl_c.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -342,11 +343,14 @@ int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks,
   uint32_t local;
   uint64_t widest;
   measure_tasks(tasks, blocks, count, &local, &widest);
+  int64_t seen = vmrt_ctrl_c_now(); /* (Ctrl-C from here on stops the run) */
   for (uint32_t i = 0; i < count; ++i) {
     vmrt_dispatch_block_t* b = &blocks[i];
     b->next = 0;
     b->done = 0;
     b->failed = 0;
+    b->interrupted = 0;
+    b->ctrl_c_seen = seen;
   }
   if (!pool || pool->pid != getpid() || pool->participants == 1 || widest <= 1)
     return run_alone(tasks, blocks, count, local);

@@ -18,7 +18,7 @@ import os
 import threading
 
 from vmrt import timeline
-from vmrt.errors import HalError, StatusCode, VmrtError, release_frames, run_with
+from vmrt.errors import Cancelled, HalError, StatusCode, VmrtError, release_frames, run_with
 from vmrt.hal.allocator import HeapAllocator
 from vmrt.hal.buffer import Buffer, check_fill_pattern, fill_view, map_copy
 from vmrt.hal.command_buffer import CommandBuffer, DispatchCommand
@@ -39,9 +39,12 @@ _NATIVE, _TRANSFERS, _DISPATCHES = "native", "transfers", "dispatches"
 
 
 def as_error(exc: BaseException) -> VmrtError:
-    """A status-carrying error for anything a queue operation raised."""
+    """A status-carrying error for anything a queue operation raised (CANCELLED for
+    KeyboardInterrupt and the like: they reach the submitter as themselves)."""
     if isinstance(exc, VmrtError):
         return exc
+    if not isinstance(exc, Exception):
+        return Cancelled(f"the operation was interrupted ({type(exc).__name__})")
     return HalError(f"{type(exc).__name__}: {exc}", StatusCode.INTERNAL)
 
 
@@ -308,7 +311,7 @@ class SyncDevice(Device):
                 error = as_error(exc)
                 if signal is not None:
                     signal.fail(error)
-                if error is exc:
+                if error is exc or not isinstance(exc, Exception):
                     raise
                 raise error from exc
         if signal is not None:
@@ -393,15 +396,23 @@ class TaskDevice(Device):
 
         def run():
             nonlocal work
-            error = None
+            error = interrupt = None
             try:
                 if work is not None:
                     work()
             except BaseException as exc:  # travels through the signal fence (as a copy)
                 error = as_error(exc)
-                release_frames(exc, keep_traceback=False)
+                if inline and not isinstance(exc, Exception):
+                    interrupt = exc  # (Ctrl-C on the submitting thread: its caller's too)
+                else:
+                    release_frames(exc, keep_traceback=False)
             work = None  # what the work held goes before its fence wakes anyone
             finish(error)
+            if interrupt is not None:
+                try:
+                    raise interrupt
+                finally:
+                    interrupt = None
 
         def ready(error):
             if error is not None:

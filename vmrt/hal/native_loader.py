@@ -10,6 +10,7 @@ import platform
 import sys
 import weakref
 
+from vmrt import ctrl_c
 from vmrt.environment import switched_on
 from vmrt.errors import HalError, StatusCode
 from vmrt.hal.buffer import Buffer
@@ -210,6 +211,8 @@ class NativeExecutable(Executable):
 
     @staticmethod
     def _raise_failure(name: str, block) -> None:
+        if block.interrupted:
+            ctrl_c.stopped()
         plane = block.state.workgroup_count_x * block.state.workgroup_count_y
         z, rest = divmod(block.failed_index, plane)
         y, x = divmod(rest, block.state.workgroup_count_x)
@@ -419,4 +422,5 @@ class NativeLoader(ExecutableLoader):
             raise HalError(f"cannot load {executable_format}: {_UNAVAILABLE}",
                            StatusCode.UNAVAILABLE)
         image_type = _EmbeddedImage if executable_format == EMBEDDED_FORMAT else _SystemImage
+        ctrl_c.watch()  # (its workgroups stop on Ctrl-C: vmrt/ctrl_c.py)
         return NativeExecutable(executable_format, image_type(data), bytes(constants))

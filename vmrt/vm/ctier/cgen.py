@@ -41,6 +41,7 @@ class ErrorKind(enum.IntEnum):
     NULL_NAMED = 15       # a: operand number (runtime.py OPERAND_NAMES)
     RANGE_FILL = 19       # a: element offset, b: element size, err_c: count
     LIMIT = 20            # the host's refill or memory charge stopped the call
+    CTRL_C = 21           # Ctrl-C was pressed during the call (vmrt/ctrl_c.py)
 
 
 def error_kinds() -> str:
@@ -324,6 +325,7 @@ def entry_function(shape) -> tuple[str, str]:
     outs = [f"&o{i}" for i in range(len(results))]
     body = [prototype + " {"]
     body += [f"  {C_TYPES[t]} o{i} = 0;" for i, t in enumerate(results)]
+    body.append("  VMRT_CTRL_C_NOTE(c);")
     body.append(f"  if (vf{shape.ordinal}({', '.join(['c', 'depth'] + converted + outs)})) "
                 "return 1;")
     for i, t in enumerate(results):
@@ -389,7 +391,7 @@ def workgroups_function(shape) -> tuple[str, str] | None:
     """For a VMVX dispatch function: the entry running workgroups [start, stop) of the
     linearized range (x fastest, as upstream orders them), made here one by one: a
     huge dispatch needs no list of them. On failure, c->results[0] is the failed
-    workgroup's index."""
+    workgroup's index (or of the one Ctrl-C stopped the dispatch before)."""
     if shape.arguments != WORKGROUP_ARGUMENTS or shape.results:
         return None
     prototype = (f"int32_t vmrt_workgroups_{shape.ordinal}(vmrt_ctx *c, int32_t depth, "
@@ -397,7 +399,12 @@ def workgroups_function(shape) -> tuple[str, str] | None:
     body = f"""{prototype} {{
   if (cx <= 0 || cy <= 0 || cz <= 0) return 0;  /* no workgroups (and no division by 0) */
   int64_t plane = (int64_t)cx * cy;
+  VMRT_CTRL_C_NOTE(c);
   for (int64_t i = start; i < stop; i++) {{
+    if (VMRT_UNLIKELY(VMRT_CTRL_C_PRESSED(c))) {{  /* (a straight-line body never charges) */
+      c->results[0] = (uint64_t)i;
+      return vmrt_error(c, VMRT_E_CTRL_C, 0, 0, NULL);
+    }}
     int32_t z = (int32_t)(i / plane), y = (int32_t)(i % plane / cx), x = (int32_t)(i % cx);
     if (vf{shape.ordinal}(c, depth, local, constants, bindings, x, y, z, sx, sy, sz,
                           cx, cy, cz)) {{

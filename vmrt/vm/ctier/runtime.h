@@ -65,7 +65,16 @@ typedef struct vmrt_ctx {
   void *host;              /* the host's state of this call (runtime.py CCall) */
   int32_t meter_memory;    /* limits with a memory bound: buffers made here charge it */
   int64_t results[16];     /* an entry's results: ints, or a float's bits */
+  const int64_t *ctrl_c;   /* the host's count of Ctrl-C presses (vmrt/ctrl_c.py), or NULL */
+  int64_t ctrl_c_seen;     /* ... when the host's call came in (VMRT_CTRL_C_NOTE) */
 } vmrt_ctx;
+
+/* Ctrl-C: an entry notes the count, and the call stops once it has moved (checked
+   where a slice of fuel ends, and before each workgroup of a dispatch). */
+#define VMRT_CTRL_C_NOTE(c) \
+  ((c)->ctrl_c_seen = (c)->ctrl_c != NULL ? __atomic_load_n((c)->ctrl_c, __ATOMIC_RELAXED) : 0)
+#define VMRT_CTRL_C_PRESSED(c) \
+  ((c)->ctrl_c != NULL && __atomic_load_n((c)->ctrl_c, __ATOMIC_RELAXED) != (c)->ctrl_c_seen)
 
 /* Error kinds: VMRT_E_<NAME>, declared once in vmrt/vm/ctier/cgen.py (ErrorKind) and
    emitted at the top of each generated source, where these macros expand. */
@@ -353,10 +362,30 @@ static inline float vmrt_fma_f32(float a, float b, float c) {
    from the budget and looks at the deadline and cancellation; 1: the call stops. */
 static int32_t vmrt_refill_cb(vmrt_ctx *c, int64_t cost);
 
-/* A block about to run charges its cost; below zero the host refills (rarely: a
-   slice at a time) or the call stops with the host's error. */
+/* Fuel of a call without limits (no host) between two looks at Ctrl-C: it never runs
+   out, a slice ends only to look. */
+#define VMRT_UNLIMITED_SLICE (INT64_C(1) << 24)
+#define VMRT_SLICE_LIMIT 1  /* the host's refill stopped the call */
+#define VMRT_SLICE_CTRL_C 2 /* Ctrl-C was pressed since the call came in */
+
+/* A slice of fuel ran out (a block of `cost` about to run): 0, the next slice is in
+   c->fuel, or why the call stops (the block does not run: its cost is given back). */
+static int32_t vmrt_slice_end(vmrt_ctx *c, int64_t cost) {
+  if (VMRT_CTRL_C_PRESSED(c)) {
+    c->fuel += cost;
+    return VMRT_SLICE_CTRL_C;
+  }
+  if (c->host == NULL) {
+    c->fuel += VMRT_UNLIMITED_SLICE;
+    return 0;
+  }
+  return vmrt_refill_cb(c, cost) ? VMRT_SLICE_LIMIT : 0;
+}
+
+/* A block about to run charges its cost; below zero a slice ended (rarely). */
 #define VMRT_CHARGE(pc, cost) \
   do { c->fuel -= (cost); \
-       if (VMRT_UNLIKELY(c->fuel < 0) && vmrt_refill_cb(c, (cost))) \
-         VMRT_RAISE(pc, VMRT_E_LIMIT, 0, 0, NULL); } while (0)
-
+       if (VMRT_UNLIKELY(c->fuel < 0)) { \
+         int32_t s_ = vmrt_slice_end(c, (cost)); \
+         if (s_) VMRT_RAISE(pc, s_ == VMRT_SLICE_CTRL_C ? VMRT_E_CTRL_C : VMRT_E_LIMIT, \
+                            0, 0, NULL); } } while (0)

@@ -20,6 +20,7 @@ import threading
 import time
 import types
 
+from vmrt import ctrl_c
 from vmrt.errors import DepthExceeded, StatusCode, VMError
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.ctier.analysis import argument_registers, compilable_functions, fragment_types
@@ -65,6 +66,7 @@ class CModule:
             if built is None:
                 raise NotBuilt()
             self.lib, self.ffi = built.lib, built.ffi
+            ctrl_c.watch()  # (C loops stop on Ctrl-C: vmrt/ctrl_c.py)
             if not getattr(built, "vmrt_callbacks", False):
                 _bind_callbacks(self.ffi)
                 built.vmrt_callbacks = True
@@ -203,6 +205,7 @@ class CInstance:
         # thread and meter for calls under limits (its host: a CCall of the meter).
         self._local = threading.local()
         self._metered: dict = {}
+        self._ctrl_c = ffi.cast("const int64_t *", ctrl_c.presses_address())
 
     def context(self):
         """This thread's vmrt_ctx for calls without limits."""
@@ -211,7 +214,7 @@ class CInstance:
             c = self._local.c = self.cmodule.ffi.new("vmrt_ctx *")
             c.inst = self.state
             c.max_depth = sys.getrecursionlimit()
-            c.fuel = UNLIMITED_FUEL
+            c.ctrl_c = self._ctrl_c  # (c->fuel starts at 0: the first block's slice_end fills it)
         return c
 
     def metered_local(self, meter) -> threading.local:
@@ -231,6 +234,7 @@ class CInstance:
             c = ffi.new("vmrt_ctx *")
             c.inst, c.max_depth = self.state, meter.max_depth
             c.meter_memory = meter.bounds_memory  # (runtime.h: vmrt_charge_cb)
+            c.ctrl_c = self._ctrl_c
             local.call = CCall(meter, c)
             c.host = local.handle = ffi.new_handle(local.call)
             local.c = c
@@ -289,6 +293,9 @@ class CInstance:
             call.meter.fuel_cell.cell_contents += c.fuel
             c.fuel = 0
         if failed:
+            if c.err_kind == E.CTRL_C:
+                c.err_kind = c.frame_count = 0
+                ctrl_c.stopped()
             error = c_error(self.instance, c, refs, call)
             c.err_kind = c.frame_count = 0  # (the thread's context serves its next call)
             raise error from None
@@ -311,10 +318,6 @@ class CInstance:
     def failed(self, c):
         """Raises the error of the failed call of a straight entry (scalars only)."""
         self.finish(c, self.cmodule.ffi.from_handle(c.host) if c.host else None, None, True)
-
-
-#: Fuel of a context without limits: never runs out (VMRT_CHARGE still counts).
-UNLIMITED_FUEL = 1 << 62
 
 
 class CCall:
