@@ -20,12 +20,17 @@ static void count_press(int signum, siginfo_t* info, void* context) {
   }
 }
 
+static int is_counting(const struct sigaction* action) {
+  return (action->sa_flags & SA_SIGINFO) && action->sa_sigaction == count_press;
+}
+
 int vmrt_ctrl_c_watch(void) {
-  pthread_mutex_lock(&watch_lock);
   struct sigaction current;
+  if (sigaction(SIGINT, NULL, &current) == 0 && is_counting(&current)) return 1;
+  pthread_mutex_lock(&watch_lock);
   int watching = 0;
   if (sigaction(SIGINT, NULL, &current) == 0) {
-    if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == count_press) {
+    if (is_counting(&current)) {
       watching = 1;
     } else if ((current.sa_flags & SA_SIGINFO) ||
                (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN)) {

@@ -15,7 +15,10 @@
 extern int64_t vmrt_ctrl_c_presses;
 
 /* Puts the counting handler in front of SIGINT's, when that is a handler (not
- * SIG_DFL or SIG_IGN) and not already this one. Returns 1 when it is in place. */
+ * SIG_DFL or SIG_IGN) and not already this one. Returns 1 when it is in place.
+ * Called where long work starts (and by the C tier at each slice's end): a
+ * program that set a new handler since (signal.signal puts Python's C handler
+ * back) is counted again from there. One system call when nothing changed. */
 int vmrt_ctrl_c_watch(void);
 
 /* Whether Ctrl-C was pressed since the count was `seen`. */
@@ -25,6 +28,12 @@ static inline int vmrt_ctrl_c_since(int64_t seen) {
 
 static inline int64_t vmrt_ctrl_c_now(void) {
   return __atomic_load_n(&vmrt_ctrl_c_presses, __ATOMIC_RELAXED);
+}
+
+/* The count as long work starts, the handler watching from then on. */
+static inline int64_t vmrt_ctrl_c_start(void) {
+  vmrt_ctrl_c_watch();
+  return vmrt_ctrl_c_now();
 }
 
 #endif /* VMRT_CTRL_C_H_ */

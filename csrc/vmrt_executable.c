@@ -266,7 +266,7 @@ int vmrt_dispatch_block_init(vmrt_dispatch_block_t* b, const uint32_t size[3],
   b->state.constants = b->constants;
   b->state.binding_ptrs = (void* const*)b->binding_addresses;
   b->state.binding_lengths = b->binding_lengths;
-  b->ctrl_c_seen = vmrt_ctrl_c_now();
+  b->ctrl_c_seen = vmrt_ctrl_c_start();
   b->interrupted = 0;
   return 0;
 }

@@ -343,7 +343,7 @@ int64_t vmrt_pool_run(vmrt_pool_t* pool, const vmrt_pool_task_t* tasks,
   uint32_t local;
   uint64_t widest;
   measure_tasks(tasks, blocks, count, &local, &widest);
-  int64_t seen = vmrt_ctrl_c_now(); /* (Ctrl-C from here on stops the run) */
+  int64_t seen = vmrt_ctrl_c_start(); /* (Ctrl-C from here on stops the run) */
   for (uint32_t i = 0; i < count; ++i) {
     vmrt_dispatch_block_t* b = &blocks[i];
     b->next = 0;

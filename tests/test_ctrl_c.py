@@ -108,15 +108,18 @@ CHILD = textwrap.dedent("""
         inputs = [f"--input={{size}}x{{size}}xf32=0.001"] * 2 if native else []
         sys.exit(main(["run", f"--module={{path}}", "--function=spin", f"--device={{device}}",
                        *inputs]))
+    import signal
     import numpy as np
     import vmrt
-    if how == "handler":  # the program's own SIGINT handler, which raises nothing
-        import signal
 
-        def handler(signum, frame):
-            print("handler", flush=True)
+    def handler(signum, frame):  # the program's own SIGINT handler, which raises nothing
+        print("handler", flush=True)
+    if how == "handler":
         signal.signal(signal.SIGINT, handler)
     loaded = vmrt.load(path, device=device)
+    if how == "late handler":  # set once vmrt has loaded the code (and watched SIGINT)
+        loaded.count(np.arange(4, dtype=np.float32) if native else 3)
+        signal.signal(signal.SIGINT, handler)
     if how == "warm":  # (builds the C tier's code into the cache)
         sys.exit(loaded.count(3) != 3)
     try:
@@ -130,7 +133,7 @@ CHILD = textwrap.dedent("""
         print("KeyboardInterrupt", flush=True)
     except vmrt.VmrtError as error:
         print(error.code.name, flush=True)
-    if how == "handler":
+    if how.endswith("handler"):
         print("kept" if signal.getsignal(signal.SIGINT) is handler else "replaced", flush=True)
     if native:
         print("then", loaded.count(np.arange(4, dtype=np.float32)).tolist(), flush=True)
@@ -229,10 +232,19 @@ def test_ctrl_c_stops_a_native_dispatch_from_the_command_line(native, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_ctrl_c_keeps_the_programs_own_handler(loops, device):
-    """The program's handler still runs (and stays set); as it raises nothing, the
-    call in C, which cannot go on from where it stopped, fails with CANCELLED."""
-    _warm_c_tier(loops, "c")
-    status, out, err = _interrupted("handler", loops, device, "c", native=False)
+@pytest.mark.parametrize("when", ["handler", "late handler"])
+@pytest.mark.parametrize("kind", ["C tier loop", "native dispatch"])
+def test_ctrl_c_keeps_the_programs_own_handler(request, loops, kind, when, device):
+    """The program's handler, set before vmrt loads the code or after, still runs
+    (and stays set); as it raises nothing, the call in C, which cannot go on from
+    where it stopped, fails with CANCELLED."""
+    native = kind == "native dispatch"
+    if native:
+        path = request.getfixturevalue("native")
+    else:
+        path = loops
+        _warm_c_tier(loops, "c")
+    status, out, err = _interrupted(when, path, device, "auto" if native else "c", native)
     assert status == 0, err
-    assert out.splitlines()[-4:] == ["handler", "CANCELLED", "kept", "then 1000"], (out, err)
+    then = "then [0.0, 2.0, 4.0, 6.0]" if native else "then 1000"
+    assert out.splitlines()[-4:] == ["handler", "CANCELLED", "kept", then], (out, err)

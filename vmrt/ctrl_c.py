@@ -5,16 +5,16 @@ never gives it the chance, so Ctrl-C would wait for the loop to end. When vmrt l
 code that runs such loops (a C tier build, a native executable) it calls `watch()`,
 which puts a counting C handler in front of SIGINT's (csrc/vmrt_ctrl_c.c). It is
 chained, not a replacement: Python's handler still runs, and with it whatever Python
-handler the program has set; a program that sets SIG_IGN or SIG_DFL (or a new
-handler, until vmrt's next load) takes it out again.
+handler the program has set; a program that sets SIG_IGN or SIG_DFL takes it out.
 
 The loops note the count when they start and stop once it has moved, where they
 already check for failures, cancellation and deadlines: the C tier at the end of
-each slice of fuel, native dispatches before each workgroup. The host then calls
-`stopped()`: on the main thread the SIGINT handler runs at once, so by default the
-caller gets KeyboardInterrupt itself; when that handler raises nothing, or on
-another thread, the call fails with CANCELLED (the C work cannot go on from where it
-stopped).
+each slice of fuel, native dispatches before each workgroup. Where long work
+starts (a native run, the end of a C tier slice) the counting handler goes back in
+front if the program has set a new handler since. The host then calls `stopped()`:
+on the main thread the SIGINT handler runs at once, so by default the caller gets
+KeyboardInterrupt itself; when that handler raises nothing, or on another thread,
+the call fails with CANCELLED (the C work cannot go on from where it stopped).
 """
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ def watch() -> bool:
     return bool(_lib is not None and _lib.vmrt_ctrl_c_watch())
 
 
-def presses_address() -> int:
-    """The address of the count (an int64_t the C tier's code reads), or 0 without
-    the C extension (then nothing counts)."""
+def c_addresses() -> tuple[int, int]:
+    """For C code built apart (the C tier's): the addresses of the count (an int64_t)
+    and of the C `watch` (int (*)(void)); zeros without the C extension (then
+    nothing counts)."""
     if _lib is None:
-        return 0
-    return int(_ffi.cast("intptr_t", _ffi.addressof(_lib, "vmrt_ctrl_c_presses")))
+        return 0, 0
+    return tuple(int(_ffi.cast("intptr_t", _ffi.addressof(_lib, name)))
+                 for name in ("vmrt_ctrl_c_presses", "vmrt_ctrl_c_watch"))
 
 
 def stopped() -> NoReturn:

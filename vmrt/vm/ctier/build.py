@@ -69,7 +69,7 @@ typedef struct vmrt_ctx {
   vmrt_inst *inst; int32_t max_depth; int32_t err_kind; int64_t err_a, err_b, err_c;
   vmrt_ref *err_ref; int32_t frame_count; int32_t frames[128];
   int64_t fuel; void *host; int32_t meter_memory; int64_t results[16];
-  const int64_t *ctrl_c; int64_t ctrl_c_seen; ...;
+  const int64_t *ctrl_c; int64_t ctrl_c_seen; int (*ctrl_c_watch)(void); ...;
 } vmrt_ctx;
 extern "Python" int32_t vmrt_refill_cb(vmrt_ctx *, int64_t);
 extern "Python" int32_t vmrt_charge_cb(void *, int64_t);

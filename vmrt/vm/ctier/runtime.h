@@ -67,6 +67,7 @@ typedef struct vmrt_ctx {
   int64_t results[16];     /* an entry's results: ints, or a float's bits */
   const int64_t *ctrl_c;   /* the host's count of Ctrl-C presses (vmrt/ctrl_c.py), or NULL */
   int64_t ctrl_c_seen;     /* ... when the host's call came in (VMRT_CTRL_C_NOTE) */
+  int (*ctrl_c_watch)(void); /* keeps the count's handler in place (or NULL) */
 } vmrt_ctx;
 
 /* Ctrl-C: an entry notes the count, and the call stops once it has moved (checked
@@ -375,6 +376,7 @@ static int32_t vmrt_slice_end(vmrt_ctx *c, int64_t cost) {
     c->fuel += cost;
     return VMRT_SLICE_CTRL_C;
   }
+  if (c->ctrl_c_watch != NULL) c->ctrl_c_watch(); /* (a handler set since: counted again) */
   if (c->host == NULL) {
     c->fuel += VMRT_UNLIMITED_SLICE;
     return 0;

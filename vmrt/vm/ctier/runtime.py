@@ -205,7 +205,8 @@ class CInstance:
         # thread and meter for calls under limits (its host: a CCall of the meter).
         self._local = threading.local()
         self._metered: dict = {}
-        self._ctrl_c = ffi.cast("const int64_t *", ctrl_c.presses_address())
+        presses, watch = ctrl_c.c_addresses()
+        self._ctrl_c = ffi.cast("const int64_t *", presses), ffi.cast("int (*)(void)", watch)
 
     def context(self):
         """This thread's vmrt_ctx for calls without limits."""
@@ -214,7 +215,7 @@ class CInstance:
             c = self._local.c = self.cmodule.ffi.new("vmrt_ctx *")
             c.inst = self.state
             c.max_depth = sys.getrecursionlimit()
-            c.ctrl_c = self._ctrl_c  # (c->fuel starts at 0: the first block's slice_end fills it)
+            c.ctrl_c, c.ctrl_c_watch = self._ctrl_c  # (c->fuel from 0: vmrt_slice_end fills it)
         return c
 
     def metered_local(self, meter) -> threading.local:
@@ -234,7 +235,7 @@ class CInstance:
             c = ffi.new("vmrt_ctx *")
             c.inst, c.max_depth = self.state, meter.max_depth
             c.meter_memory = meter.bounds_memory  # (runtime.h: vmrt_charge_cb)
-            c.ctrl_c = self._ctrl_c
+            c.ctrl_c, c.ctrl_c_watch = self._ctrl_c
             local.call = CCall(meter, c)
             c.host = local.handle = ffi.new_handle(local.call)
             local.c = c
