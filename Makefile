@@ -20,9 +20,15 @@ run: install
 	$(PYTHON) examples/run_native_mlp.py
 
 # Install with the test extras (including the IREE reference packages) and run
-# every test, once with the C helpers and once forcing their Python twins.
+# every test in the tier users get (auto: C where a compiler exists), the
+# instruction-family differential tests again in each tier alone, and the tests of
+# the C helpers once more forcing their Python twins.
+DIFFERENTIAL = $(addprefix tests/vm/test_,arith.py buffer.py calls.py compare.py control.py \
+	convert.py float.py globals.py list.py refs.py vm_errors.py)
 test: install-test
 	$(PYTHON) -m pytest tests
+	VMRT_TIER=python $(PYTHON) -m pytest -q $(DIFFERENTIAL)
+	VMRT_TIER=c $(PYTHON) -m pytest -q $(DIFFERENTIAL)
 	VMRT_NO_NATIVE=1 $(PYTHON) -m pytest tests/test_memory.py tests/vm/test_buffer.py tests/native
 
 bench: install-test
