@@ -1,4 +1,5 @@
-"""Compiles a module's generated C through cffi (API mode) and caches the result.
+"""Compiles a module's generated C (cffi's wrappers, API mode, and the system
+compiler: vmrt.vm.ctier.toolchain) and caches the result.
 
 A build is named by two hashes. Its key covers all the code depends on: the module's
 content digest, the runtime header, vmrt's compile flags, the Python ABI, cffi's
@@ -37,6 +38,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
+import shlex
 import shutil
 import sys
 import threading
@@ -71,9 +73,9 @@ typedef struct vmrt_ctx {
   int64_t fuel; void *host; int32_t meter_memory; int64_t results[16];
   const int64_t *ctrl_c; int64_t ctrl_c_seen; int (*ctrl_c_watch)(void); ...;
 } vmrt_ctx;
-extern "Python" int32_t vmrt_refill_cb(vmrt_ctx *, int64_t);
-extern "Python" int32_t vmrt_charge_cb(void *, int64_t);
-extern "Python" void vmrt_uncharge_cb(void *, int64_t);
+extern "Python+C" int32_t vmrt_refill_cb(vmrt_ctx *, int64_t);
+extern "Python+C" int32_t vmrt_charge_cb(void *, int64_t);
+extern "Python+C" void vmrt_uncharge_cb(void *, int64_t);
 """
 
 #: Seconds a build may take (a module of thousands of functions takes tens).
@@ -81,9 +83,10 @@ BUILD_TIMEOUT = 600
 _lock = threading.Lock()
 _loaded: dict[str, object] = {}
 _build_locks: dict[str, threading.Lock] = {}
-#: What of the environment reaches a build: setuptools' compiler setup (CC, CFLAGS,
-#: CPPFLAGS, LDFLAGS, LDSHARED; the C++ and archiver settings play no part in a C
-#: extension) and the search paths of the compiler driver.
+#: What of the environment reaches a build: the compiler setup, read as setuptools
+#: reads it (CC, CFLAGS, CPPFLAGS, LDFLAGS, LDSHARED: vmrt.vm.ctier.toolchain; the C++
+#: and archiver settings play no part in a C extension), and the search paths of the
+#: compiler driver.
 BUILD_ENVIRONMENT = ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED", "CPATH",
                      "C_INCLUDE_PATH", "LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX")
 #: What the C tier's cache did in this process: builds loaded (hits), built (misses,
@@ -119,20 +122,29 @@ def compiler_identity() -> str | None:
     """The C compiler (CC, else Python's) as its resolved path, size and mtime, or None
     without one: a changed compiler gets new builds, and finding a build needs no
     compiler process."""
-    compiler = os.environ.get("CC") or "cc"
-    found = shutil.which(compiler.split()[0])
-    if found is None and "CC" not in os.environ:
-        import sysconfig  # (Python's own compiler; sysconfig costs ~5 ms to import)
-
-        found = shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0])
-    if found is None:
+    command = compiler_command()
+    if command is None:
         return None
     try:
-        real = os.path.realpath(found)
+        real = os.path.realpath(command[0])
         st = os.stat(real)
     except OSError:
         return None
     return f"{real}:{st.st_size}:{st.st_mtime_ns}"
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_command() -> list[str] | None:
+    """The command running the C compiler (CC, else `cc`, else Python's), its program
+    found on PATH; None without one."""
+    words = shlex.split(os.environ.get("CC") or "cc")
+    found = shutil.which(words[0]) if words else None
+    if found is None and "CC" not in os.environ:
+        import sysconfig  # (Python's own compiler; sysconfig costs ~5 ms to import)
+
+        words = shlex.split(sysconfig.get_config_var("CC") or "cc")
+        found = shutil.which(words[0]) if words else None
+    return None if found is None else [found, *words[1:]]
 
 
 def build_key(module_digest: bytes) -> str:
@@ -195,8 +207,9 @@ def _private_temp() -> Path:
 def load_or_build(module_digest: bytes, generate, may_build: bool = True):
     """The compiled module (`ffi`, `lib`) of a bytecode module's C: loaded when this
     process has it, else from the cache (built by this toolchain, or by any when there
-    is no compiler), else built now from `generate()` -> (source, declarations); None
-    when it is not built yet and `may_build` is false (nor waiting for a build)."""
+    is no compiler), else built now from `generate()` -> (head, parts, declarations:
+    cgen.generate_module); None when it is not built yet and `may_build` is false
+    (nor waiting for a build)."""
     key = build_key(module_digest)
     with _lock:
         module = _loaded.get(key)
@@ -329,42 +342,34 @@ def _publish(folder: code_cache.CodeCache | None, key: str, built: Path) -> str 
     return path
 
 
-#: The build, in a process of its own: cffi's build runs setuptools, Python code that
-#: would hold this process's GIL for its duration (other threads' calls and
-#: deadlines would wait); a child process leaves this one free.
-_BUILDER = """
-import json, os, sys
-import cffi
-job = json.load(open(sys.argv[1]))
-ffi = cffi.FFI()
-ffi.cdef(job["cdef"])
-ffi.set_source(job["name"], job["source"], include_dirs=[job["include"]],
-               extra_compile_args=job["cflags"], libraries=["m"])
-print(ffi.compile(tmpdir=job["tmpdir"], verbose=False))
-"""
-
-
-def _compile(name: str, source: str, declarations: list[str], path: Path) -> None:
-    if compiler_identity() is None:
+def _compile(name: str, head: str, parts: list[str], declarations: list[str],
+             path: Path) -> None:
+    """Builds the extension module `name` of a module's C (cgen.generate_module) at
+    `path` (vmrt.vm.ctier.toolchain: no Python code but cffi's writing of its wrappers
+    runs in this process)."""
+    command = compiler_command()
+    if command is None:
         raise BuildError("no C compiler found (set CC, or VMRT_TIER=python)")
-    import json
-    import subprocess
     import tempfile
+    import cffi
+    from cffi.recompiler import make_c_source  # (FFI.emit_c_code, without its message)
+    from vmrt.vm.ctier import toolchain
+
+    head = f'#include "{HEADER.name}"\n{head}'
+
+    def wrapper(source_path: str) -> None:
+        ffi = cffi.FFI()
+        ffi.cdef(CDEF + "\n".join(declarations))
+        make_c_source(ffi, name, head, source_path, verbose=False)
 
     work = Path(tempfile.mkdtemp(prefix=name + ".", dir=path.parent))
     try:
-        job = work / "job.json"
-        job.write_text(json.dumps({
-            "name": name, "cdef": CDEF + "\n".join(declarations),
-            "source": f'#include "{HEADER.name}"\n{source}', "include": str(HEADER.parent),
-            "cflags": CFLAGS, "tmpdir": str(work)}))
-        done = subprocess.run([sys.executable, "-c", _BUILDER, str(job)], capture_output=True,
-                              text=True, timeout=BUILD_TIMEOUT)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise BuildError(f"C tier build failed: {last}")
-        os.replace(done.stdout.strip().splitlines()[-1], path)
-    except (OSError, subprocess.SubprocessError, IndexError) as exc:
+        built = toolchain.build_extension(command, name, head, parts, wrapper, CFLAGS,
+                                          HEADER.parent, work, BUILD_TIMEOUT)
+        os.replace(built, path)
+    except toolchain.CompileError as error:
+        raise BuildError(f"C tier build failed: {error}") from None
+    except (OSError, cffi.CDefError) as exc:
         raise BuildError(f"C tier build failed: {type(exc).__name__}: {exc}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -2,7 +2,7 @@
 (vmrt/vm/ctier/analysis.py), from the `c` formulas of the instruction rows
 (vmrt/isa/ops.py), with blocks as labels and registers as typed C locals.
 
-Each VM function becomes `static int32_t vf<N>(vmrt_ctx *c, int32_t depth, args...,
+Each VM function becomes `int32_t vf<N>(vmrt_ctx *c, int32_t depth, args...,
 results*...)`, returning 0, or 1 after recording an error (vmrt/vm/ctier/runtime.h).
 Exported to the host are `vmrt_entry_<N>` (scalars in, results in c->results) and,
 for VMVX dispatch functions, `vmrt_workgroups_<N>`, which runs a list of workgroups
@@ -101,7 +101,7 @@ class FunctionEmitter:
         params += [f"{C_TYPES[t]} p{i}" for i, (_, t) in
                    enumerate(argument_registers(shape.arguments))]
         params += [f"{C_TYPES[t]} *o{i}" for i, t in enumerate(fragment_types(shape.results))]
-        return f"static int32_t vf{shape.ordinal}({', '.join(params)})"
+        return f"VMRT_INTERNAL int32_t vf{shape.ordinal}({', '.join(params)})"
 
     def generate(self) -> str:
         shape = self.shape
@@ -429,20 +429,22 @@ def metered_workgroups_function(shape) -> tuple[str, str] | None:
                           "constants, bindings, start, stop, sx, sy, sz, cx, cy, cz)")
 
 
-def generate_module(module, shapes: dict) -> tuple[str, list[str]]:
-    """(C source, cdef declarations of its entries) for a module's compilable functions."""
+def generate_module(module, shapes: dict) -> tuple[str, list[str], list[str]]:
+    """For a module's compilable functions: the head every unit of the build starts
+    with (error kinds, and the prototypes of the functions and their entries), the C of
+    each function followed by its entries, and the cdef declarations of the entries."""
     functions = {o: FunctionEmitter(s, module) for o, s in sorted(shapes.items())}
-    bodies = [emitter.generate() for emitter in functions.values()]
     prototypes = [emitter.signature() + ";" for emitter in functions.values()]
-    entries, declarations = [], []
-    for shape in (shapes[o] for o in sorted(shapes)):
-        cost = module.static_cost(shape.ordinal)  # (a straight-line function: paid at entry)
+    parts, declarations = [], []
+    for ordinal, emitter in functions.items():
+        shape = shapes[ordinal]
+        cost = module.static_cost(ordinal)  # (a straight-line function: paid at entry)
         metered = metered_entry_function(shape) if cost is None else \
             paid_entry_function(shape, cost)
-        for made in (entry_function(shape), metered, workgroups_function(shape),
-                     metered_workgroups_function(shape)):
-            if made is not None:
-                entries.append(made[0])
-                declarations.append(made[1])
-    source = "\n".join([error_kinds()] + prototypes + [""] + bodies + entries)
-    return source, declarations
+        made = [m for m in (entry_function(shape), metered, workgroups_function(shape),
+                            metered_workgroups_function(shape)) if m is not None]
+        parts.append("\n".join([emitter.generate()] + [body for body, _ in made]))
+        declarations += [declaration for _, declaration in made]
+    head = "\n".join([error_kinds()] + prototypes +
+                      [f"VMRT_INTERNAL {declaration}" for declaration in declarations])
+    return head + "\n", parts, declarations

@@ -17,6 +17,9 @@
 #include <string.h>
 
 #define VMRT_LIKELY(x) __builtin_expect(!!(x), 1)
+/* What one unit of a build defines and another calls (build.py compiles a module's
+   functions in several units): internal to the extension module. */
+#define VMRT_INTERNAL __attribute__((visibility("hidden")))
 #define VMRT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* -- refs: buffers and lists of buffers ------------------------------------------ */
@@ -41,8 +44,8 @@ typedef struct vmrt_ref {
    (no C formula stores a ref but in registers, and results are scalars): without a
    bound, no one could be refused and nothing is left in use once the call returns,
    so its bytes are not counted (two Python callbacks per allocation saved). */
-static int32_t vmrt_charge_cb(void *call, int64_t bytes);
-static void vmrt_uncharge_cb(void *call, int64_t bytes);
+VMRT_INTERNAL int32_t vmrt_charge_cb(void *call, int64_t bytes);
+VMRT_INTERNAL void vmrt_uncharge_cb(void *call, int64_t bytes);
 
 typedef struct vmrt_inst {
   uint8_t *rw;          /* the instance's global byte storage */
@@ -361,7 +364,7 @@ static inline float vmrt_fma_f32(float a, float b, float c) {
 /* -- limits ------------------------------------------------------------------------- */
 /* The host's refill (vmrt/vm/ctier/runtime.py, cffi `extern "Python"`): takes fuel
    from the budget and looks at the deadline and cancellation; 1: the call stops. */
-static int32_t vmrt_refill_cb(vmrt_ctx *c, int64_t cost);
+VMRT_INTERNAL int32_t vmrt_refill_cb(vmrt_ctx *c, int64_t cost);
 
 /* Fuel of a call without limits (no host) between two looks at Ctrl-C: it never runs
    out, a slice ends only to look. */
