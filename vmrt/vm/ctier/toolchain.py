@@ -9,7 +9,7 @@ headers) took as long to optimise as the functions themselves; and setuptools
 added a Python start and its imports to every build. The wrappers are glue run
 once a call, so they are compiled at WRAPPER_OPTIMIZATION; the functions' code is
 compiled with build.CFLAGS, as before (so the same code runs whichever way it was
-built: the split moves no instruction's meaning, only where gcc may inline).
+built: the split moves no instruction's meaning, only where the compiler may inline).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ WRAPPER_OPTIMIZATION = "-O0"
 #: together (a unit costs the compiler a start and runtime.h's parsing, ~2% of a
 #: large module's build).
 UNITS_PER_JOB = 2
+#: Compilers run at once at most (each takes ~100 MB for a large unit).
+MAX_JOBS = 8
 
 
 class CompileError(Exception):
@@ -35,11 +37,13 @@ class CompileError(Exception):
 
 
 def processors() -> int:
-    """How many processors this process may run on."""
+    """How many compilers a build runs at once: the processors this process may run
+    on, up to MAX_JOBS."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        count = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        count = os.cpu_count() or 1
+    return max(1, min(count, MAX_JOBS))
 
 
 def split_units(parts: list[str], count: int) -> list[list[str]]:
