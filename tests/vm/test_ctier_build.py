@@ -235,3 +235,19 @@ def test_a_failing_compiler_is_a_clear_error_in_c_and_python_in_auto(compiler_en
     assert getattr(module.function("outer").entry, "vmrt_c_ordinal", None) is None
     assert "fake-cc: refused" in capsys.readouterr().err
     assert not list(tmp_path.glob("ctier/*/"))  # (no work directory left behind)
+
+
+def test_the_environment_s_compiler_flags_reach_the_build(compiler_env, monkeypatch,
+                                                          tmp_path):
+    """CFLAGS from the environment are passed to the compiler, as setuptools passed
+    them (and they are part of the build's name: build.BUILD_ENVIRONMENT)."""
+    from vmrt.vm.ctier.build import compiler_command
+
+    if compiler_command() is None:
+        pytest.skip("needs a C compiler")
+    monkeypatch.setenv("CFLAGS", "--vmrt-no-such-option")
+    compiler_env(compiler_command()[0])
+    monkeypatch.setenv("VMRT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("VMRT_TIER", "c")
+    with pytest.raises(vmrt.VmrtError, match="vmrt-no-such-option"):
+        vmrt.load(assemble(CALLS.replace("MODULE", "ctier_env_cflags"))).outer(3)
