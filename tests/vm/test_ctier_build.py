@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,59 @@ def test_the_environment_s_compiler_flags_reach_the_build(compiler_env, monkeypa
     monkeypatch.setenv("VMRT_TIER", "c")
     with pytest.raises(vmrt.VmrtError, match="vmrt-no-such-option"):
         vmrt.load(assemble(CALLS.replace("MODULE", "ctier_env_cflags"))).outer(3)
+
+
+#: A fresh process interrupted (SIGINT, as Ctrl-C) while its build's compilers run
+#: (argv: the file the compiler script writes its process ids to).
+INTERRUPTED_BUILD = r"""
+import os, signal, sys, threading, time
+import vmrt
+from vmrt.asm import assemble
+pids = sys.argv[1]
+def interrupt():
+    while not os.path.exists(pids) or len(open(pids).read().split()) < 2:
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=interrupt, daemon=True).start()
+try:
+    vmrt.load(assemble(sys.stdin.read()), tier="c").outer(1)
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+@needs_compiler
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_an_interrupted_build_stops_its_compilers(tmp_path):
+    """Ctrl-C during a build: the compilers running (and what they started) stop with
+    it, rather than running on, or the interrupt waiting for them."""
+    pids = tmp_path / "pids"
+    script = tmp_path / "slow-cc"
+    script.write_text(f"#!/bin/sh\necho $$ >> '{pids}'\nsleep 60 &\necho $! >> '{pids}'\n"
+                      "wait\nexit 1\n")
+    script.chmod(0o755)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    env = dict(os.environ, CC=str(script), VMRT_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_BUILD, str(pids)], env=env,
+                          input=CALLS.replace("MODULE", "ctier_interrupted"),
+                          capture_output=True, text=True, timeout=50)
+    assert done.stdout.split() == ["interrupted"], done.stderr
+    for pid in map(int, pids.read_text().split()):
+        assert stopped(pid), f"process {pid} runs on"
+
+
+def stopped(pid: int, limit: float = 10.0) -> bool:
+    """Whether process `pid` ends (or is a zombie) within `limit` seconds (a limit to
+    catch a process running on, as the compilers' `sleep 60` would)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return True
+        if "zombie" in status:
+            return True
+        time.sleep(0.05)
+    return False

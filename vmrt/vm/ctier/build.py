@@ -369,7 +369,7 @@ def _compile(name: str, head: str, parts: list[str], declarations: list[str],
         os.replace(built, path)
     except toolchain.CompileError as error:
         raise BuildError(f"C tier build failed: {error}") from None
-    except (OSError, cffi.CDefError) as exc:
+    except (OSError, cffi.CDefError, cffi.FFIError, cffi.VerificationError) as exc:
         raise BuildError(f"C tier build failed: {type(exc).__name__}: {exc}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sysconfig
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
 #: The wrappers' optimisation level (after build.CFLAGS, which it overrides for them):
@@ -78,20 +80,25 @@ def build_extension(compiler: list[str], name: str, head: str, parts: list[str],
         source = work / f"unit{index}.c"
         source.write_text(head + "\n".join(unit))
         commands.append([*base, "-c", str(source), "-o", str(source.with_suffix(".o"))])
+    processes = _Processes()
     with ThreadPoolExecutor(jobs) as pool:
         # (the first units compile while cffi writes the wrappers, in this process)
         running = [pool.submit(lambda: (wrapper(str(wrapper_source)),
-                                        _run(wrapper_command, timeout)))]
-        running += [pool.submit(_run, command, timeout) for command in commands]
+                                        processes.run(wrapper_command, timeout)))]
+        running += [pool.submit(processes.run, command, timeout) for command in commands]
         try:
-            for done in running:
-                done.result()
-        except BaseException:
-            pool.shutdown(cancel_futures=True)  # (the units not started yet)
+            pending = set(running)
+            while pending:  # (in slices: Ctrl-C received by another thread is seen here)
+                finished, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
+                for done in finished:
+                    done.result()
+        except BaseException:  # (a unit failed, or Ctrl-C): the others stop too
+            pool.shutdown(wait=False, cancel_futures=True)
+            processes.stop()
             raise
     library = work / (name + ".so")
     objects = [command[-1] for command in [wrapper_command, *commands]]
-    _run([*_linker(compiler), *objects, "-lm", "-o", str(library)], timeout)
+    processes.run([*_linker(compiler), *objects, "-lm", "-o", str(library)], timeout)
     return library
 
 
@@ -113,13 +120,56 @@ def _environment(name: str) -> list[str]:
     return shlex.split(os.environ.get(name, ""))
 
 
-def _run(command: list[str], timeout: float) -> None:
+class _Processes:
+    """The compiler runs of a build: each run, until stop() stops them all, those
+    running and any a thread was about to start."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._started: list[subprocess.Popen] = []
+        self._stopped = False
+
+    def run(self, command: list[str], timeout: float) -> None:
+        """Runs a compiler or linker command; CompileError (its first error line) when
+        it fails."""
+        with self._lock:
+            if self._stopped:
+                raise CompileError("stopped")
+            try:  # (a session of its own: stopping it stops what the driver started too)
+                process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                           text=True, errors="replace", start_new_session=True)
+            except OSError as error:
+                raise CompileError(f"{type(error).__name__}: {error}") from None
+            self._started.append(process)
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill(process)
+            process.communicate()
+            raise CompileError(f"{command[0]} took more than {timeout} s") from None
+        if process.returncode != 0:
+            lines = output.strip().splitlines()
+            raise CompileError(next((line for line in lines if "error" in line), None)
+                               or (lines[-1] if lines else
+                                   f"{command[0]} exited with {process.returncode}"))
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            for process in self._started:
+                _kill(process)
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """Stops a command still running, and what it started (the compiler proper, the
+    assembler: its session, where there are sessions)."""
+    if process.returncode is not None:  # (waited for: its id may be another's now)
+        return
     try:
-        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=timeout)
-    except (OSError, subprocess.SubprocessError) as error:
-        raise CompileError(f"{type(error).__name__}: {error}") from None
-    if done.returncode != 0:
-        output = (done.stderr.strip() or done.stdout.strip()).splitlines()
-        raise CompileError(output[-1] if output else f"{command[0]} exited with "
-                           f"{done.returncode}")
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+    except OSError:  # (gone already)
+        pass
