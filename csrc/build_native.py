@@ -144,7 +144,8 @@ CDEF = """
                                             const int64_t* entries, uint32_t entry_count);
     typedef struct vmrt_library vmrt_library_t;
     void vmrt_cpu_data(uint64_t out[8]);
-    int vmrt_library_open(void* query_fn, uintptr_t image_base, size_t image_size,
+    typedef struct vmrt_elf_module vmrt_elf_module_t;
+    int vmrt_library_open(void* query_fn, vmrt_elf_module_t* image,
                           const uint32_t* constants, uint32_t constant_count,
                           vmrt_library_t** out_library, char* error, size_t error_capacity);
     void vmrt_library_close(vmrt_library_t* library);
@@ -176,15 +177,18 @@ CDEF = """
                           vmrt_dispatch_block_t* blocks, uint32_t count);
     int vmrt_system_library_load(const uint8_t* data, size_t size, void** out_handle,
                                  void** out_query_fn, char* error, size_t error_capacity);
+    vmrt_elf_module_t* vmrt_system_library_image(void* handle);
     void vmrt_system_library_unload(void* handle);
-    /* ELF loader (vmrt_elf.c) */
-    typedef struct vmrt_elf_module vmrt_elf_module_t;
-    enum { VMRT_ELF_LOAD_NO_INITIALIZERS = 1 };
+    /* ELF loader (vmrt_elf.c, vmrt_elf_headers.c, vmrt_elf_system.c) */
+    enum { VMRT_ELF_LOAD_NO_INITIALIZERS = 1, VMRT_ELF_LOAD_FOR_SYSTEM = 2 };
+    int vmrt_elf_check_headers(const uint8_t* data, size_t size, uint32_t flags, char* error,
+                               size_t error_capacity);
     int vmrt_elf_load(const uint8_t* data, size_t size, vmrt_elf_module_t** out_module,
                       char* error, size_t error_capacity);
     int vmrt_elf_load_ex(const uint8_t* data, size_t size, uint32_t flags,
                          vmrt_elf_module_t** out_module, char* error, size_t error_capacity);
     void* vmrt_elf_lookup(vmrt_elf_module_t* module, const char* name);
+    int vmrt_elf_find(vmrt_elf_module_t* module, const char* name, void** out_address);
     void vmrt_elf_unload(vmrt_elf_module_t* module);
     uintptr_t vmrt_elf_base(vmrt_elf_module_t* module);
     size_t vmrt_elf_size(vmrt_elf_module_t* module);
@@ -245,9 +249,10 @@ def make_builder(root: Path) -> FFI:
                  str(csrc / "vmrt_caller.c"), str(csrc / "vmrt_aligned.c"),
                  str(csrc / "vmrt_example.c"),
                  str(csrc / "vmrt_executable.c"), str(csrc / "vmrt_pool.c"),
-                 # ELF loader (vmrt_elf.c)
-                 str(csrc / "vmrt_elf.c"), str(csrc / "vmrt_files.c"),
-                 str(csrc / "vmrt_ctrl_c.c")],
+                 # ELF loader
+                 str(csrc / "vmrt_elf.c"), str(csrc / "vmrt_elf_headers.c"),
+                 str(csrc / "vmrt_elf_functions.c"), str(csrc / "vmrt_elf_system.c"),
+                 str(csrc / "vmrt_files.c"), str(csrc / "vmrt_ctrl_c.c")],
         include_dirs=[str(csrc), str(root / "vmrt" / "native" / "include")],
         extra_compile_args=["-O2", "-Wall", "-pthread"],
         extra_link_args=["-pthread"],

@@ -15,8 +15,19 @@ typedef struct vmrt_elf_module vmrt_elf_module_t;
 enum {
   /* Validate DT_INIT/DT_INIT_ARRAY but do not call them: for fuzzing and
    * inspection, where no code from the image may run. */
-  VMRT_ELF_LOAD_NO_INITIALIZERS = 1
+  VMRT_ELF_LOAD_NO_INITIALIZERS = 1,
+  /* Check an image the system loader is to load (vmrt_executable.c): also what
+   * that loader would act on unchecked (hash tables, dynamic tags, notes,
+   * finalizers, relocations only into writable segments, file offsets congruent
+   * to addresses). Implies VMRT_ELF_LOAD_NO_INITIALIZERS. */
+  VMRT_ELF_LOAD_FOR_SYSTEM = 2
 };
+
+/* The header and program-header checks alone (file bytes; nothing is mapped):
+ * 0 or the status code vmrt_elf_load_ex would return for them, with its
+ * message. For the Python twin's tests (vmrt/hal/elf_check.py). */
+int vmrt_elf_check_headers(const uint8_t* data, size_t size, uint32_t flags, char* error,
+                           size_t error_capacity);
 
 /* Loads an ELF image from memory. Returns 0 on success; on failure returns a
  * nonzero IREE status code (3 INVALID_ARGUMENT for malformed/unsupported input,
@@ -36,6 +47,21 @@ int vmrt_elf_load_ex(const uint8_t* data, size_t size, uint32_t flags,
 
 /* Address of a defined, exported function symbol, or NULL. */
 void* vmrt_elf_lookup(vmrt_elf_module_t* module, const char* name);
+
+/* vmrt_elf_lookup with the reason for a NULL: 0 (found), 5 NOT_FOUND, or 3
+ * INVALID_ARGUMENT when the name is exported but not at an entry point
+ * (vmrt_elf_is_entry): a symbol moved off its function. */
+int vmrt_elf_find(vmrt_elf_module_t* module, const char* name, void** out_address);
+
+/* Whether `address` may be entered: inside an executable segment and not
+ * strictly inside a function the image's symbol tables list. */
+int vmrt_elf_is_entry(const vmrt_elf_module_t* module, const void* address);
+
+/* Unmaps the image but keeps what was learnt of it (segments, symbols,
+ * functions); vmrt_elf_attach then says where another loader put the same
+ * image (its load bias), which vmrt_elf_unload will leave mapped. */
+void vmrt_elf_detach(vmrt_elf_module_t* module);
+void vmrt_elf_attach(vmrt_elf_module_t* module, uintptr_t bias);
 
 /* Unmaps everything; NULL is allowed. */
 void vmrt_elf_unload(vmrt_elf_module_t* module);

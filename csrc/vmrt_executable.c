@@ -8,6 +8,7 @@
 
 #include <cpuid.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +22,7 @@ struct vmrt_library {
   uint32_t* constants;
   vmrt_import_fn_t* import_funcs;
   const void** import_contexts;
-  uintptr_t image_base;
-  size_t image_size;
+  vmrt_elf_module_t* image; /* bounds every pointer the library returns */
 };
 
 static int fail(char* error, size_t capacity, int code, const char* format, ...) {
@@ -96,21 +96,19 @@ void vmrt_cpu_data(uint64_t out[8]) {
 
 /* ---- checks of what the library returns --------------------------------- */
 
-/* Whether [p, p+n) lies in the image (always true without a bound). */
+/* Whether [p, p+n) lies in the image. */
 static int in_image(const vmrt_library_t* lib, const void* p, size_t n) {
-  if (!lib->image_size) return p != NULL;
-  uintptr_t a = (uintptr_t)p;
-  if (a < lib->image_base) return 0;
-  uintptr_t off = a - lib->image_base;
-  return off <= lib->image_size && n <= lib->image_size - off;
+  uintptr_t base = vmrt_elf_base(lib->image), a = (uintptr_t)p;
+  size_t size = vmrt_elf_size(lib->image);
+  if (!size || a < base) return 0;
+  uintptr_t off = a - base;
+  return off <= size && n <= size - off;
 }
 
 /* Whether `s` is a NUL-terminated string inside the image. */
 static int string_in_image(const vmrt_library_t* lib, const char* s) {
-  if (!s) return 0;
-  if (!lib->image_size) return 1;
-  if (!in_image(lib, s, 1)) return 0;
-  size_t room = lib->image_size - ((uintptr_t)s - lib->image_base);
+  if (!s || !in_image(lib, s, 1)) return 0;
+  size_t room = vmrt_elf_size(lib->image) - ((uintptr_t)s - vmrt_elf_base(lib->image));
   return memchr(s, 0, room) != NULL;
 }
 
@@ -135,8 +133,9 @@ static int check_exports(vmrt_library_t* lib, char* error, size_t cap) {
     const char* name = v0->exports.names[i];
     if (!string_in_image(lib, name) || !name[0])
       return fail(error, cap, 9, "executable export %u missing function name", i);
-    if (!in_image(lib, (const void*)v0->exports.ptrs[i], 1))
-      return fail(error, cap, 3, "executable export %u points outside the library", i);
+    if (!vmrt_elf_is_entry(lib->image, (const void*)v0->exports.ptrs[i]))
+      return fail(error, cap, 3, "executable export %u is not the start of code in the "
+                  "library", i);
   }
   return 0;
 }
@@ -191,15 +190,16 @@ static int query_library(vmrt_library_t* lib, vmrt_lib_query_fn_t query, char* e
   return 0;
 }
 
-int vmrt_library_open(void* query_fn, uintptr_t image_base, size_t image_size,
+int vmrt_library_open(void* query_fn, vmrt_elf_module_t* image,
                       const uint32_t* constants, uint32_t constant_count,
                       vmrt_library_t** out_library, char* error, size_t cap) {
   *out_library = NULL;
   if (!query_fn) return fail(error, cap, 5, "executable has no library query function");
+  if (!vmrt_elf_is_entry(image, query_fn))
+    return fail(error, cap, 3, "the library query is not the start of code in the library");
   vmrt_library_t* lib = calloc(1, sizeof(*lib));
   if (!lib) return fail(error, cap, 8, "out of memory");
-  lib->image_base = image_base;
-  lib->image_size = image_size;
+  lib->image = image;
   if (constant_count) {
     lib->constants = malloc((size_t)constant_count * sizeof(uint32_t));
     if (!lib->constants) { free(lib); return fail(error, cap, 8, "out of memory"); }
@@ -439,7 +439,10 @@ int vmrt_library_dispatch_shared(const vmrt_library_t* lib, uint32_t ordinal,
 typedef struct vmrt_system_library {
   void* handle;
   int fd;
+  vmrt_elf_module_t* image; /* what vmrt's checks learnt, attached to dlopen's copy */
 } vmrt_system_library_t;
+
+#define QUERY_NAME "iree_hal_executable_library_query"
 
 static int write_all(int fd, const uint8_t* data, size_t size) {
   size_t written = 0;
@@ -451,39 +454,72 @@ static int write_all(int fd, const uint8_t* data, size_t size) {
   return 0;
 }
 
+/* The image passes every check of vmrt's own loader, and those the system
+ * loader needs (vmrt_elf_system.c), loaded here without running any of it;
+ * returns the query's offset from the image's base. */
+static int check_image(vmrt_system_library_t* lib, const uint8_t* data, size_t size,
+                       uintptr_t* query_offset, char* error, size_t cap) {
+  int status = vmrt_elf_load_ex(data, size, VMRT_ELF_LOAD_FOR_SYSTEM, &lib->image, error, cap);
+  if (status) return status;
+  void* query = NULL;
+  status = vmrt_elf_find(lib->image, QUERY_NAME, &query);
+  if (status == 3)
+    return fail(error, cap, 3, "'" QUERY_NAME "' is not the start of code in the library");
+  if (status) return fail(error, cap, 5, "library has no export '" QUERY_NAME "'");
+  *query_offset = (uintptr_t)query - vmrt_elf_base(lib->image);
+  vmrt_elf_detach(lib->image);
+  return 0;
+}
+
+static int open_memory_file(vmrt_system_library_t* lib, const uint8_t* data, size_t size,
+                            char* error, size_t cap) {
+  lib->fd = memfd_create("vmrt-executable", MFD_CLOEXEC);
+  if (lib->fd < 0) return fail(error, cap, 8, "cannot create a memory file for the library");
+  if (write_all(lib->fd, data, size))
+    return fail(error, cap, 8, "cannot write the library to a memory file");
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", lib->fd);
+  lib->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib->handle) {
+    const char* why = dlerror();
+    return fail(error, cap, 3, "the system loader refused the library: %.300s",
+                why ? why : "unknown error");
+  }
+  return 0;
+}
+
 int vmrt_system_library_load(const uint8_t* data, size_t size, void** out_handle,
                              void** out_query_fn, char* error, size_t cap) {
   *out_handle = NULL;
   *out_query_fn = NULL;
   vmrt_system_library_t* lib = calloc(1, sizeof(*lib));
   if (!lib) return fail(error, cap, 8, "out of memory");
-  lib->fd = memfd_create("vmrt-executable", MFD_CLOEXEC);
-  if (lib->fd < 0) {
-    free(lib);
-    return fail(error, cap, 8, "cannot create a memory file for the library");
+  lib->fd = -1;
+  uintptr_t query_offset = 0;
+  int status = check_image(lib, data, size, &query_offset, error, cap);
+  if (!status) status = open_memory_file(lib, data, size, error, cap);
+  struct link_map* map = NULL;
+  if (!status && (dlinfo(lib->handle, RTLD_DI_LINKMAP, &map) != 0 || !map))
+    status = fail(error, cap, 13, "the system loader does not say where it loaded the library");
+  void* query = NULL;
+  if (!status) {
+    vmrt_elf_attach(lib->image, (uintptr_t)map->l_addr);
+    query = dlsym(lib->handle, QUERY_NAME);
+    if ((uintptr_t)query != vmrt_elf_base(lib->image) + query_offset)
+      status = fail(error, cap, 3, "the system loader resolved '" QUERY_NAME "' elsewhere "
+                    "than the checked image says");
   }
-  if (write_all(lib->fd, data, size)) {
-    vmrt_system_library_unload(lib);
-    return fail(error, cap, 8, "cannot write the library to a memory file");
-  }
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/self/fd/%d", lib->fd);
-  lib->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!lib->handle) {
-    const char* why = dlerror();
-    int status = fail(error, cap, 3, "the system loader refused the library: %.300s",
-                      why ? why : "unknown error");
+  if (status) {
     vmrt_system_library_unload(lib);
     return status;
-  }
-  void* query = dlsym(lib->handle, "iree_hal_executable_library_query");
-  if (!query) {
-    vmrt_system_library_unload(lib);
-    return fail(error, cap, 5, "library has no export 'iree_hal_executable_library_query'");
   }
   *out_handle = lib;
   *out_query_fn = query;
   return 0;
+}
+
+vmrt_elf_module_t* vmrt_system_library_image(void* handle) {
+  return ((vmrt_system_library_t*)handle)->image;
 }
 
 void vmrt_system_library_unload(void* handle) {
@@ -491,5 +527,6 @@ void vmrt_system_library_unload(void* handle) {
   if (!lib) return;
   if (lib->handle) dlclose(lib->handle);
   if (lib->fd >= 0) close(lib->fd);
+  vmrt_elf_unload(lib->image);
   free(lib);
 }

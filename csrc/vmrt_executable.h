@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vmrt_elf.h"
+
 #define VMRT_LIBRARY_VERSION 0x00000006u
 #define VMRT_MAX_CONSTANT_COUNT 64
 #define VMRT_MAX_BINDING_COUNT 64
@@ -148,10 +150,11 @@ typedef struct vmrt_library vmrt_library_t;
 /* The processor data IREE's runtime passes (cpuid bits in IREE's layout). */
 void vmrt_cpu_data(uint64_t out[8]);
 
-/* Queries a loaded library through its query function. `image_base`/`image_size`
- * bound every table pointer the library returns (0/0: no bound, for libraries
- * loaded by the system loader). Returns 0 or an IREE status code with a message. */
-int vmrt_library_open(void* query_fn, uintptr_t image_base, size_t image_size,
+/* Queries a loaded library through its query function. `image` (either
+ * loader's) bounds every table pointer the library returns, and its query and
+ * exports must be entry points of it (vmrt_elf_is_entry). Returns 0 or an IREE
+ * status code with a message. */
+int vmrt_library_open(void* query_fn, vmrt_elf_module_t* image,
                       const uint32_t* constants, uint32_t constant_count,
                       vmrt_library_t** out_library, char* error, size_t error_capacity);
 void vmrt_library_close(vmrt_library_t* library);
@@ -205,9 +208,13 @@ int vmrt_library_dispatch_shared(const vmrt_library_t* library, uint32_t ordinal
                                  uint32_t local_memory_size);
 
 /* Loads a regular shared object from memory with the system loader (through a
- * memfd) and finds the library query export. */
+ * memfd) and finds the library query export. The bytes first pass vmrt's own
+ * loader (vmrt_elf_load_ex with VMRT_ELF_LOAD_FOR_SYSTEM), nothing of them run;
+ * what it learnt describes the system loader's copy afterwards. */
 int vmrt_system_library_load(const uint8_t* data, size_t size, void** out_handle,
                              void** out_query_fn, char* error, size_t error_capacity);
+/* The checked image of a loaded system library (for vmrt_library_open). */
+vmrt_elf_module_t* vmrt_system_library_image(void* handle);
 void vmrt_system_library_unload(void* handle);
 
 #endif /* VMRT_EXECUTABLE_H_ */

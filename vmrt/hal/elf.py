@@ -9,7 +9,8 @@ import weakref
 from vmrt.errors import HalError, StatusCode
 from vmrt.memory import c_extension
 
-# Machine code cannot be loaded without C: there is no Python twin.
+# Machine code cannot be loaded without C: only the header checks have a Python
+# twin (vmrt.hal.elf_check).
 _ffi, _lib, _ = c_extension()
 
 #: True when ELF executables can be loaded here.
@@ -20,6 +21,24 @@ _ERROR_CAPACITY = 512
 
 def _unload(handle) -> None:
     _lib.vmrt_elf_unload(handle)
+
+
+def check_headers(data, *, for_system: bool = False) -> None:
+    """The checks both native loaders make of an ELF's header, program headers,
+    segment layout and section placement before anything is mapped: raises HalError
+    as loading would. In C (csrc/vmrt_elf_headers.c), or its Python twin
+    (vmrt.hal.elf_check) without the extension."""
+    if _lib is None:
+        from vmrt.hal.elf_check import check_headers as python_twin
+        python_twin(data, for_system=for_system)
+        return
+    error = _ffi.new("char[]", _ERROR_CAPACITY)
+    flags = _lib.VMRT_ELF_LOAD_FOR_SYSTEM if for_system else 0
+    with memoryview(data) as raw, raw.cast("B") as view, \
+            _ffi.from_buffer("uint8_t[]", view) as source:
+        code = _lib.vmrt_elf_check_headers(source, view.nbytes, flags, error, _ERROR_CAPACITY)
+    if code:
+        raise HalError(_ffi.string(error).decode("utf-8", "replace"), StatusCode(code))
 
 
 class ElfModule:
@@ -58,16 +77,31 @@ class ElfModule:
     def closed(self) -> bool:
         return not self._finalizer.alive
 
+    @property
+    def c_handle(self):
+        """The C loader's module (vmrt_elf_module_t*), for the native executable
+        code that bounds a library's pointers by it; valid until close()."""
+        if self.closed:
+            raise HalError("ELF module is closed", StatusCode.FAILED_PRECONDITION)
+        return self._handle
+
     def lookup(self, name: str) -> int:
         """The address of exported function `name`."""
         if self.closed:
             raise HalError("ELF module is closed", StatusCode.FAILED_PRECONDITION)
         encoded = name.encode()
         # C sees the name up to its first NUL: a name holding one would match a prefix.
-        address = _ffi.NULL if b"\0" in encoded else _lib.vmrt_elf_lookup(self._handle, encoded)
-        if address == _ffi.NULL:
+        if b"\0" in encoded:
             raise HalError(f"ELF exports no function '{name}'", StatusCode.NOT_FOUND)
-        return int(_ffi.cast("uintptr_t", address))
+        address = _ffi.new("void**")
+        status = _lib.vmrt_elf_find(self._handle, encoded, address)
+        if status == StatusCode.INVALID_ARGUMENT:
+            raise HalError(f"ELF export '{name}' is not the start of code (it lies inside "
+                           "a function or outside executable bytes)",
+                           StatusCode.INVALID_ARGUMENT)
+        if status:
+            raise HalError(f"ELF exports no function '{name}'", StatusCode.NOT_FOUND)
+        return int(_ffi.cast("uintptr_t", address[0]))
 
     def close(self) -> None:
         """Unmaps the image; any address looked up becomes invalid. Idempotent."""

@@ -57,18 +57,21 @@ def _address(view) -> int:
 
 
 class _SystemImage:
-    """A shared object loaded by the system loader from a memfd (never a named file)."""
+    """A shared object loaded by the system loader from a memfd (never a named file),
+    once its bytes have passed vmrt's own loader's checks and those the system
+    loader needs (csrc/vmrt_elf_system.c); `elf` describes the loaded copy."""
 
     def __init__(self, data):
         handle, query = _ffi.new("void**"), _ffi.new("void**")
         error = _ffi.new("char[]", _ERROR_CAPACITY)
-        with _ffi.from_buffer(data) as source:
-            status = _lib.vmrt_system_library_load(source, len(source), handle, query, error,
+        with memoryview(data) as raw, raw.cast("B") as view, \
+                _ffi.from_buffer("uint8_t[]", view) as source:
+            status = _lib.vmrt_system_library_load(source, view.nbytes, handle, query, error,
                                                    _ERROR_CAPACITY)
         _check(status, error, f"invalid {SYSTEM_FORMAT} executable")
         self._handle = handle[0]
         self.query_address = int(_ffi.cast("uintptr_t", query[0]))
-        self.base = self.size = 0  # the system loader's image is not bounds-checked
+        self.elf = _lib.vmrt_system_library_image(self._handle)
 
     def close(self) -> None:
         if self._handle is not None:
@@ -84,11 +87,11 @@ class _EmbeddedImage:
         self._module = ElfModule(data)
         try:
             self.query_address = self._module.lookup(QUERY_SYMBOL)
-        except HalError:
+        except HalError as error:
             self._module.close()
-            raise HalError(f"invalid {EMBEDDED_FORMAT} executable: no export '{QUERY_SYMBOL}'",
-                           StatusCode.NOT_FOUND) from None
-        self.base, self.size = self._module.base, self._module.size
+            raise HalError(f"invalid {EMBEDDED_FORMAT} executable: {error.message}",
+                           error.code) from None
+        self.elf = self._module.c_handle
 
     def close(self) -> None:
         self._module.close()
@@ -124,9 +127,8 @@ class NativeExecutable(Executable):
         _ffi.memmove(values, constants, count * 4)
         out, error = _ffi.new("vmrt_library_t**"), _ffi.new("char[]", _ERROR_CAPACITY)
         try:
-            _check(_lib.vmrt_library_open(_ffi.cast("void*", image.query_address), image.base,
-                                          image.size, values, count, out, error,
-                                          _ERROR_CAPACITY),
+            _check(_lib.vmrt_library_open(_ffi.cast("void*", image.query_address), image.elf,
+                                          values, count, out, error, _ERROR_CAPACITY),
                    error, f"{executable_format} executable")
         except BaseException:
             image.close()
