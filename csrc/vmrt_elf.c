@@ -512,6 +512,13 @@ void* vmrt_elf_lookup(vmrt_elf_module_t* m, const char* name) {
   return vmrt_elf_find(m, name, &address) ? NULL : address;
 }
 
+size_t vmrt_elf_readable(const vmrt_elf_module_t* m, const void* address) {
+  if (!m || !m->size) return 0;
+  uint64_t vaddr = (uint64_t)(uintptr_t)address - (uint64_t)m->bias;
+  int k = seg_find(m, vaddr, 1, NEED_READ);
+  return k < 0 ? 0 : (size_t)(m->segs[k].vaddr + m->segs[k].memsz - vaddr);
+}
+
 int vmrt_elf_is_entry(const vmrt_elf_module_t* m, const void* address) {
   return m && m->size && elf_is_entry(m, (uint64_t)(uintptr_t)address - (uint64_t)m->bias);
 }
@@ -564,6 +571,9 @@ int vmrt_elf_find(vmrt_elf_module_t* m, const char* name, void** out) {
 }
 void vmrt_elf_unload(vmrt_elf_module_t* m) { (void)m; }
 int vmrt_elf_is_entry(const vmrt_elf_module_t* m, const void* address) {
+  (void)m; (void)address; return 0;
+}
+size_t vmrt_elf_readable(const vmrt_elf_module_t* m, const void* address) {
   (void)m; (void)address; return 0;
 }
 void vmrt_elf_detach(vmrt_elf_module_t* m) { (void)m; }

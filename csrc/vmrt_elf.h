@@ -53,6 +53,11 @@ void* vmrt_elf_lookup(vmrt_elf_module_t* module, const char* name);
  * (vmrt_elf_is_entry): a symbol moved off its function. */
 int vmrt_elf_find(vmrt_elf_module_t* module, const char* name, void** out_address);
 
+/* How many bytes from `address` on are readable in the image: to the end of the
+ * loaded segment holding it (0 when none does; gaps between segments are not
+ * mapped readable). */
+size_t vmrt_elf_readable(const vmrt_elf_module_t* module, const void* address);
+
 /* Whether `address` may be entered: inside an executable segment and not
  * strictly inside a function the image's symbol tables list. */
 int vmrt_elf_is_entry(const vmrt_elf_module_t* module, const void* address);

@@ -11,7 +11,7 @@
 
 #include <unistd.h>
 
-enum { SHT_NOBITS_ = 8, SHF_ALLOC_ = 2 };
+enum { SHT_NOBITS_ = 8, SHF_ALLOC_ = 2, SHF_TLS_ = 0x400 };
 
 /*---------------------------------------------------------------------------
  * Headers
@@ -203,9 +203,11 @@ int elf_section_table(const elf_load_t* s, uint64_t* shoff, uint32_t* shnum) {
          (uint64_t)*shnum * SHDR_SIZE <= s->size - *shoff;
 }
 
-/* Sections say where their bytes are both in the file and in memory: a
- * loadable segment's file offset must place each section it holds at that
- * section's own offset (a moved or truncated segment would load other bytes). */
+/* Sections say where their bytes are both in the file and in memory: every
+ * allocated section must be inside a loadable segment (code or data of a
+ * dropped segment would be missing), and the segment's file offset must place
+ * the section's bytes at the section's own offset (a moved segment would load
+ * other bytes). Thread-local sections describe a template, not memory. */
 static int check_sections_agree(elf_load_t* s) {
   uint64_t shoff;
   uint32_t shnum;
@@ -214,9 +216,15 @@ static int check_sections_agree(elf_load_t* s) {
   for (uint32_t i = 0; i < shnum; ++i) {
     const uint8_t* h = s->data + shoff + (uint64_t)i * SHDR_SIZE;
     uint64_t flags = rd64(h + 8), addr = rd64(h + 16), offset = rd64(h + 24), size = rd64(h + 32);
-    if (rd32(h + 4) == SHT_NOBITS_ || !(flags & SHF_ALLOC_) || size == 0) continue;
+    if (!(flags & SHF_ALLOC_) || (flags & SHF_TLS_) || size == 0) continue;
     int k = seg_find(m, addr, size, NEED_ANY);
-    if (k < 0 || addr - m->segs[k].vaddr + size > m->segs[k].filesz) continue;
+    if (k < 0) {
+      return elf_fail(s, VMRT_ELF_INVALID, "section %u [%#llx, +%llu) is in no loadable segment",
+                      i, ull(addr), ull(size));
+    }
+    if (rd32(h + 4) == SHT_NOBITS_ || addr - m->segs[k].vaddr + size > m->segs[k].filesz) {
+      continue;
+    }
     if (offset != m->segs[k].offset + (addr - m->segs[k].vaddr)) {
       return elf_fail(s, VMRT_ELF_INVALID, "section %u (at %#llx) is at file offset %llu but its "
                       "segment loads it from %llu", i, ull(addr), ull(offset),

@@ -96,20 +96,16 @@ void vmrt_cpu_data(uint64_t out[8]) {
 
 /* ---- checks of what the library returns --------------------------------- */
 
-/* Whether [p, p+n) lies in the image. */
+/* Whether [p, p+n) lies in one readable segment of the image. */
 static int in_image(const vmrt_library_t* lib, const void* p, size_t n) {
-  uintptr_t base = vmrt_elf_base(lib->image), a = (uintptr_t)p;
-  size_t size = vmrt_elf_size(lib->image);
-  if (!size || a < base) return 0;
-  uintptr_t off = a - base;
-  return off <= size && n <= size - off;
+  size_t room = p ? vmrt_elf_readable(lib->image, p) : 0;
+  return room && n <= room;
 }
 
-/* Whether `s` is a NUL-terminated string inside the image. */
+/* Whether `s` is a NUL-terminated string inside a readable segment of the image. */
 static int string_in_image(const vmrt_library_t* lib, const char* s) {
-  if (!s || !in_image(lib, s, 1)) return 0;
-  size_t room = vmrt_elf_size(lib->image) - ((uintptr_t)s - vmrt_elf_base(lib->image));
-  return memchr(s, 0, room) != NULL;
+  size_t room = s ? vmrt_elf_readable(lib->image, s) : 0;
+  return room && memchr(s, 0, room) != NULL;
 }
 
 static int check_exports(vmrt_library_t* lib, char* error, size_t cap) {

@@ -19,7 +19,7 @@ _UINT64_MAX = (1 << 64) - 1
 PT_LOAD, PT_DYNAMIC, PT_TLS = 1, 2, 7
 PT_GNU_STACK, PT_GNU_RELRO = 0x6474E551, 0x6474E552
 PF_X, PF_W, PF_R = 1, 2, 4
-_SHT_NOBITS, _SHF_ALLOC = 8, 2
+_SHT_NOBITS, _SHF_ALLOC, _SHF_TLS = 8, 2, 0x400
 _PHDR = struct.Struct("<IIQQQQQQ")  # type flags offset vaddr paddr filesz memsz align
 _SHDR = struct.Struct("<IIQQQQIIQQ")  # name type flags addr offset size link info align entsize
 
@@ -170,10 +170,12 @@ def _check_sections_agree(data: memoryview, segments: list[_Segment]) -> None:
     for i in range(shnum):
         _, sh_type, flags, addr, offset, size, *_ = _SHDR.unpack_from(data,
                                                                      shoff + i * _SHDR_SIZE)
-        if sh_type == _SHT_NOBITS or not flags & _SHF_ALLOC or not size:
+        if not flags & _SHF_ALLOC or flags & _SHF_TLS or not size:
             continue
         g = _holding(segments, addr, size)
-        if g is None or addr - g.vaddr + size > g.filesz:
+        if g is None:
+            _fail(f"section {i} [{_hex(addr)}, +{size}) is in no loadable segment")
+        if sh_type == _SHT_NOBITS or addr - g.vaddr + size > g.filesz:
             continue
         expected = g.offset + (addr - g.vaddr)
         if offset != expected:
