@@ -1,13 +1,17 @@
-/* ELF loader for IREE's embedded-elf-x86_64 executables (see vmrt_elf.h).
+/* ELF loader for IREE's embedded-elf-x86_64 executables (see vmrt_elf.h), whose
+ * checks system-elf images pass too before the system loader sees them.
  *
  * The image is untrusted input: every value read from it is range-checked
  * before it is used as an offset, size or address, all arithmetic on such
  * values is unsigned and overflow-checked, and every multi-byte field is read
  * with memcpy (input and image may be unaligned). The steps follow IREE's own
- * loader (runtime/src/iree/hal/local/elf): reserve one PROT_NONE span, copy
- * PT_LOAD segments in read-write, parse PT_DYNAMIC, refuse imports, apply
- * RELA/JMPREL relocations, set final protections (never write+execute), make
- * PT_GNU_RELRO read-only, then run DT_INIT and DT_INIT_ARRAY. */
+ * loader (runtime/src/iree/hal/local/elf): check the headers
+ * (vmrt_elf_headers.c), reserve one PROT_NONE span, copy PT_LOAD segments in
+ * read-write, parse PT_DYNAMIC, learn where functions are
+ * (vmrt_elf_functions.c), refuse imports, apply RELA/JMPREL relocations, check
+ * entry points (and, for the system loader, vmrt_elf_system.c), set final
+ * protections (never write+execute), make PT_GNU_RELRO read-only, then run
+ * DT_INIT and DT_INIT_ARRAY. */
 #define _DEFAULT_SOURCE 1
 
 #include "vmrt_elf.h"
@@ -17,11 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include "vmrt_elf_internal.h"
 
 #if defined(__x86_64__) && defined(__linux__)
-
-#include <unistd.h>
 
 int elf_fail(elf_load_t* s, int code, const char* format, ...) {
   if (s->error && s->error_capacity) {
@@ -32,7 +35,6 @@ int elf_fail(elf_load_t* s, int code, const char* format, ...) {
   }
   return code;
 }
-
 
 /*---------------------------------------------------------------------------
  * Mapping
@@ -50,7 +52,7 @@ static int reserve_span(elf_load_t* s) {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) {
     return elf_fail(s, VMRT_ELF_EXHAUSTED, "reserving %zu bytes failed (errno %d)", span + extra,
-                errno);
+                    errno);
   }
   uintptr_t start = (uintptr_t)raw;
   uintptr_t align_mask = (uintptr_t)(extra ? s->max_align : s->page) - 1;
@@ -70,7 +72,7 @@ static int protect_range(elf_load_t* s, uint64_t lo, uint64_t hi, int prot) {
   if (hi <= lo) return 0;
   if (mprotect((void*)(uintptr_t)(s->m->bias + lo), (size_t)(hi - lo), prot) != 0) {
     return elf_fail(s, VMRT_ELF_EXHAUSTED, "mprotect of %llu bytes failed (errno %d)",
-                ull(hi - lo), errno);
+                    ull(hi - lo), errno);
   }
   return 0;
 }
@@ -114,7 +116,7 @@ static int check_dyn_tags(elf_load_t* s) {
   }
   if (dyn_has(s, DT_PLTREL_) && s->dyn[DT_PLTREL_] != DT_RELA_) {
     return elf_fail(s, VMRT_ELF_INVALID, "DT_PLTREL %llu, only DT_RELA is supported",
-                ull(s->dyn[DT_PLTREL_]));
+                    ull(s->dyn[DT_PLTREL_]));
   }
   return 0;
 }
@@ -209,7 +211,7 @@ static int parse_symbols(elf_load_t* s) {
   }
   if (seg_find(m, s->dyn[DT_SYMTAB_], count * SYM_SIZE, NEED_READ) < 0) {
     return elf_fail(s, VMRT_ELF_INVALID, "symbol table (%llu entries at %#llx) lies outside the "
-                "loaded segments", ull(count), ull(s->dyn[DT_SYMTAB_]));
+                    "loaded segments", ull(count), ull(s->dyn[DT_SYMTAB_]));
   }
   if (seg_find(m, s->dyn[DT_STRTAB_], s->dyn[DT_STRSZ_], NEED_READ) < 0) {
     return elf_fail(s, VMRT_ELF_INVALID, "string table lies outside the loaded segments");
@@ -232,7 +234,7 @@ static int check_no_imports(elf_load_t* s) {
     char name[80];
     sym_name(m, sym.name, name, sizeof name);
     return elf_fail(s, VMRT_ELF_NOT_FOUND, "undefined symbol '%s' (embedded executables cannot "
-                "import symbols)", name);
+                    "import symbols)", name);
   }
   return 0;
 }
@@ -286,7 +288,7 @@ static int apply_rela(elf_load_t* s, const uint8_t raw[RELA_SIZE]) {
   if (sym_index) {
     if (sym_index >= m->sym_count) {
       return elf_fail(s, VMRT_ELF_INVALID, "relocation at %#llx names symbol %llu of %llu",
-                  ull(offset), ull(sym_index), ull(m->sym_count));
+                      ull(offset), ull(sym_index), ull(m->sym_count));
     }
     elf_sym_t sym;
     read_sym(m, sym_index, &sym);
@@ -296,13 +298,13 @@ static int apply_rela(elf_load_t* s, const uint8_t raw[RELA_SIZE]) {
   if (rc > 0) return rc;
   if (rc < 0) {
     return elf_fail(s, VMRT_ELF_INVALID, "relocation type %u at %#llx overflows 32 bits", type,
-                ull(offset));
+                    ull(offset));
   }
   /* During relocation every segment is read-write here, so any one may be
    * patched; the system loader only writes where the segment is writable. */
   if (seg_find(m, offset, width, for_system ? NEED_WRITE : NEED_ANY) < 0) {
     return elf_fail(s, VMRT_ELF_INVALID, "relocation target %#llx (+%u) lies outside the loaded "
-                "segments", ull(offset), width);
+                    "segments", ull(offset), width);
   }
   void* target = (void*)(uintptr_t)(m->bias + offset);
   if (width == 8) {
@@ -321,7 +323,7 @@ static int apply_table(elf_load_t* s, unsigned addr_tag, unsigned size_tag, cons
   if (!dyn_has(s, addr_tag) || size % RELA_SIZE != 0 ||
       seg_find(s->m, table, size, NEED_READ) < 0) {
     return elf_fail(s, VMRT_ELF_INVALID, "%s table (%#llx, %llu bytes) is malformed or outside "
-                "the loaded segments", what, ull(table), ull(size));
+                    "the loaded segments", what, ull(table), ull(size));
   }
   for (uint64_t at = 0; at < size; at += RELA_SIZE) {
     /* Copied out first: a relocation may legally (if oddly) patch its table. */
@@ -542,7 +544,6 @@ void vmrt_elf_unload(vmrt_elf_module_t* m) {
   if (!m) return;
   if (m->owns_mapping && m->size) munmap((void*)m->base, m->size);
   free(m->func_start);
-  free(m->func_reach);
   free(m);
 }
 

@@ -1,12 +1,12 @@
-/* Where an image says its functions are, for the entry-point checks of both
- * native loaders: sized STT_FUNC symbols of its symbol tables (.symtab, which
- * nothing loads, and the dynamic one) and the code ranges of its unwind table
- * (.eh_frame, one FDE per function, present in IREE's embedded images whose
- * .symtab lists only the query). An entry point (the library query, DT_INIT
- * and the like, a dispatch function) strictly inside one of these ranges is a
- * symbol or pointer moved off its function: refused. All of it is optional;
- * tables that are missing, out of range or in encodings not read here are
- * skipped, never a reason to refuse. */
+/* Where an image says its functions start, for the entry-point checks of both
+ * native loaders: sized STT_FUNC symbols of .symtab (which nothing loads) and
+ * the code ranges of the unwind table (.eh_frame, one FDE per function, there
+ * in IREE's embedded images whose .symtab lists only the query); the dynamic
+ * symbols when neither lists any. When the image lists functions, an entry
+ * point (the library query, DT_INIT and the like, a dispatch function) must be
+ * the start of one: anything else is a symbol or pointer moved off its
+ * function. Tables that are missing, out of range or in encodings not read
+ * here are skipped, never a reason to refuse. */
 #define _DEFAULT_SOURCE 1
 
 #include "vmrt_elf_internal.h"
@@ -228,7 +228,9 @@ int elf_read_functions(elf_load_t* s) {
   func_list_t list = {NULL, 0, 0};
   int failed = read_section_functions(s, &list);
   if (!failed) failed = read_unwind_functions(s, &list);
-  for (uint64_t i = 1; !failed && i < m->sym_count; ++i) {
+  /* The dynamic symbols, only when nothing else lists functions: an exported
+   * symbol's own entry cannot tell whether it was moved. */
+  for (uint64_t i = 1; !failed && list.count == 0 && i < m->sym_count; ++i) {
     elf_sym_t sym;
     read_sym(m, i, &sym);
     if (sym.shndx != SHN_UNDEF_ && sym.shndx != SHN_ABS_ && (sym.info & 0xfu) == STT_FUNC_) {
@@ -238,13 +240,8 @@ int elf_read_functions(elf_load_t* s) {
   if (!failed && list.count) {
     qsort(list.items, list.count, sizeof *list.items, by_start);
     m->func_start = (uint64_t*)malloc(list.count * sizeof(uint64_t));
-    m->func_reach = (uint64_t*)malloc(list.count * sizeof(uint64_t));
-    failed = !m->func_start || !m->func_reach;
-    for (size_t i = 0; !failed && i < list.count; ++i) {
-      m->func_start[i] = list.items[i].start;
-      uint64_t before = i ? m->func_reach[i - 1] : 0;
-      m->func_reach[i] = list.items[i].end > before ? list.items[i].end : before;
-    }
+    failed = !m->func_start;
+    for (size_t i = 0; !failed && i < list.count; ++i) m->func_start[i] = list.items[i].start;
     if (!failed) m->func_count = list.count;
   }
   free(list.items);
@@ -253,14 +250,13 @@ int elf_read_functions(elf_load_t* s) {
 
 int elf_is_entry(const vmrt_elf_module_t* m, uint64_t vaddr) {
   if (seg_find(m, vaddr, 1, NEED_EXEC) < 0) return 0;
-  /* The last function starting before vaddr; any of those reaching past it
-   * holds vaddr strictly inside. */
-  size_t lo = 0, hi = m->func_count;
+  if (m->func_count == 0) return 1; /* the image lists no function */
+  size_t lo = 0, hi = m->func_count; /* the first start >= vaddr */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
     if (m->func_start[mid] < vaddr) lo = mid + 1; else hi = mid;
   }
-  return lo == 0 || m->func_reach[lo - 1] <= vaddr;
+  return lo < m->func_count && m->func_start[lo] == vaddr;
 }
 
 #endif

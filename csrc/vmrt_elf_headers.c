@@ -40,7 +40,9 @@ static int check_ehdr(elf_load_t* s) {
   if (rc) return rc;
   const uint8_t* d = s->data;
   uint16_t type = rd16(d + 16), machine = rd16(d + 18);
-  if (rd32(d + 20) != 1) return elf_fail(s, VMRT_ELF_INVALID, "ELF version %u, not 1", rd32(d + 20));
+  if (rd32(d + 20) != 1) {
+    return elf_fail(s, VMRT_ELF_INVALID, "ELF version %u, not 1", rd32(d + 20));
+  }
   if (machine != 62) {
     return elf_fail(s, VMRT_ELF_INCOMPATIBLE, "ELF machine %u is not x86-64 (62)", machine);
   }
@@ -49,7 +51,7 @@ static int check_ehdr(elf_load_t* s) {
   }
   if (rd16(d + 52) != EHDR_SIZE || rd16(d + 54) != PHDR_SIZE) {
     return elf_fail(s, VMRT_ELF_INVALID, "header size %u / program header size %u, not 64 / 56",
-                rd16(d + 52), rd16(d + 54));
+                    rd16(d + 52), rd16(d + 54));
   }
   s->phoff = rd64(d + 32);
   s->phnum = rd16(d + 56);
@@ -59,7 +61,7 @@ static int check_ehdr(elf_load_t* s) {
   }
   if (s->phoff > s->size || (uint64_t)s->phnum * PHDR_SIZE > s->size - s->phoff) {
     return elf_fail(s, VMRT_ELF_INVALID, "program headers (offset %llu, %u entries) lie outside "
-                "the %zu-byte image", ull(s->phoff), s->phnum, s->size);
+                    "the %zu-byte image", ull(s->phoff), s->phnum, s->size);
   }
   return 0;
 }
@@ -81,7 +83,7 @@ static int take_load(elf_load_t* s, uint32_t i, const elf_phdr_t* p) {
   }
   if (p->filesz > p->memsz) {
     return elf_fail(s, VMRT_ELF_INVALID, "segment %u has filesz %llu > memsz %llu", i,
-                ull(p->filesz), ull(p->memsz));
+                    ull(p->filesz), ull(p->memsz));
   }
   if (p->offset > s->size || p->filesz > s->size - p->offset) {
     return elf_fail(s, VMRT_ELF_INVALID, "segment %u file bytes [%llu, +%llu) lie outside the "
@@ -163,7 +165,7 @@ static int check_overlaps(elf_load_t* s) {
       const elf_seg_t* b = &m->segs[j];
       if (a->vaddr < b->vaddr + b->memsz && b->vaddr < a->vaddr + a->memsz) {
         return elf_fail(s, VMRT_ELF_INVALID, "loadable segments overlap at %#llx",
-                    ull(a->vaddr > b->vaddr ? a->vaddr : b->vaddr));
+                        ull(a->vaddr > b->vaddr ? a->vaddr : b->vaddr));
       }
       if (a->offset < b->offset + b->filesz && b->offset < a->offset + a->filesz) {
         return elf_fail(s, VMRT_ELF_INVALID, "loadable segments share file bytes at %llu",
@@ -191,7 +193,7 @@ static int plan_layout(elf_load_t* s) {
   }
   if (s->vmax - s->vmin > MAX_SPAN) {
     return elf_fail(s, VMRT_ELF_INVALID, "segments span %llu bytes, more than 1 GiB",
-                ull(s->vmax - s->vmin));
+                    ull(s->vmax - s->vmin));
   }
   return check_overlaps(s);
 }

@@ -85,12 +85,9 @@ struct vmrt_elf_module {
   elf_seg_t segs[MAX_LOADS];
   uint64_t symtab, sym_count; /* .dynsym, link-time address and entries */
   uint64_t strtab, strsz;     /* .dynstr */
-  /* Where the image's symbol tables say functions are (link-time [start, end) of
-   * sized STT_FUNC symbols in executable segments, sorted by start; reach[i] is
-   * the largest end among the first i+1): an entry point strictly inside one is
-   * refused. Heap arrays, count 0 when the image lists no function. */
+  /* Where the image says functions start (vmrt_elf_functions.c), link-time and
+   * sorted; a heap array, count 0 when the image lists no function. */
   uint64_t* func_start;
-  uint64_t* func_reach;
   size_t func_count;
   int owns_mapping; /* 0 once detached: the span is another loader's */
   size_t span; /* bytes from the lowest to the highest segment page */
@@ -128,7 +125,9 @@ static inline uint64_t rd64(const uint8_t* p) { uint64_t v; memcpy(&v, p, sizeof
 static inline uint64_t page_down(uint64_t v, uint64_t page) { return v & ~(page - 1); }
 /* Callers guarantee v + page - 1 does not wrap (checked when segments parse). */
 static inline uint64_t page_up(uint64_t v, uint64_t page) { return (v + page - 1) & ~(page - 1); }
-static inline int dyn_has(const elf_load_t* s, unsigned tag) { return (int)((s->dyn_seen >> tag) & 1u); }
+static inline int dyn_has(const elf_load_t* s, unsigned tag) {
+  return (int)((s->dyn_seen >> tag) & 1u);
+}
 static inline unsigned long long ull(uint64_t v) { return (unsigned long long)v; }
 
 static inline int seg_prot(uint32_t flags) {
@@ -197,7 +196,7 @@ int elf_section_table(const elf_load_t* s, uint64_t* shoff, uint32_t* shnum);
 /* vmrt_elf_functions.c: where the image says its functions are. */
 int elf_read_functions(elf_load_t* s);
 /* Whether link-time `vaddr` may be entered: inside an executable segment's file
- * bytes (which are all of it) and not strictly inside a function the image lists. */
+ * bytes (which are all of it) and, when the image lists functions, the start of one. */
 int elf_is_entry(const vmrt_elf_module_t* m, uint64_t vaddr);
 
 /* vmrt_elf_system.c: what an image for the system loader must also pass, once

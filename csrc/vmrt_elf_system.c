@@ -188,9 +188,33 @@ static int check_program_headers(elf_load_t* s) {
   return 0;
 }
 
+/* The system loader makes the pages of PT_GNU_RELRO read-only (both ends
+ * rounded down, as here): they may hold writable data only, never code. */
+static int check_relro(elf_load_t* s) {
+  const vmrt_elf_module_t* m = s->m;
+  if (!s->have_relro || s->relro_size == 0) return 0;
+  uint64_t span = s->vmax - s->vmin;
+  if (s->relro_vaddr < s->vmin || s->relro_size > span ||
+      s->relro_vaddr - s->vmin > span - s->relro_size) {
+    return elf_fail(s, VMRT_ELF_INVALID, "PT_GNU_RELRO lies outside the image");
+  }
+  uint64_t lo = page_down(s->relro_vaddr, s->page);
+  uint64_t hi = page_down(s->relro_vaddr + s->relro_size, s->page);
+  for (size_t i = 0; i < m->seg_count; ++i) {
+    const elf_seg_t* g = &m->segs[i];
+    uint64_t g_lo = page_down(g->vaddr, s->page), g_hi = page_up(g->vaddr + g->memsz, s->page);
+    if (g_lo < hi && lo < g_hi && !(g->flags & PF_W_)) {
+      return elf_fail(s, VMRT_ELF_INVALID, "PT_GNU_RELRO covers pages of a segment that is "
+                      "not writable");
+    }
+  }
+  return 0;
+}
+
 int elf_check_for_system(elf_load_t* s) {
   uint64_t count = s->m->sym_count;
   int rc = check_program_headers(s);
+  if (!rc) rc = check_relro(s);
   if (!rc) rc = check_dynamic_tags(s);
   if (!rc && dyn_has(s, DT_HASH_)) rc = check_sysv_hash(s);
   if (!rc && s->have_gnu_hash) rc = check_gnu_hash(s, &count);

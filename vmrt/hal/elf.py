@@ -1,5 +1,5 @@
 """Loads IREE's embedded-elf-x86_64 executables (llvm-cpu machine code) into this
-process through vmrt's own C loader (csrc/vmrt_elf.c) and resolves their exports.
+process through vmrt's own C loader (csrc/vmrt_elf*.c) and resolves their exports.
 """
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ class ElfModule:
         address = _ffi.new("void**")
         status = _lib.vmrt_elf_find(self._handle, encoded, address)
         if status == StatusCode.INVALID_ARGUMENT:
-            raise HalError(f"ELF export '{name}' is not the start of code (it lies inside "
-                           "a function or outside executable bytes)",
+            raise HalError(f"ELF export '{name}' is not the start of code (not where a "
+                           "function the image lists starts, or not in executable bytes)",
                            StatusCode.INVALID_ARGUMENT)
         if status:
             raise HalError(f"ELF exports no function '{name}'", StatusCode.NOT_FOUND)
