@@ -544,6 +544,7 @@ void vmrt_elf_unload(vmrt_elf_module_t* m) {
   if (!m) return;
   if (m->owns_mapping && m->size) munmap((void*)m->base, m->size);
   free(m->func_start);
+  free(m->func_reach);
   free(m);
 }
 

@@ -58,8 +58,9 @@ int vmrt_elf_find(vmrt_elf_module_t* module, const char* name, void** out_addres
  * mapped readable). */
 size_t vmrt_elf_readable(const vmrt_elf_module_t* module, const void* address);
 
-/* Whether `address` may be entered: inside an executable segment and, when the
- * image lists functions (.symtab, .eh_frame, else .dynsym), the start of one. */
+/* Whether `address` may be entered: inside an executable segment, and at the
+ * start of a function where the image lists them all (.eh_frame, or a .symtab
+ * with local functions), else not strictly inside a function it lists. */
 int vmrt_elf_is_entry(const vmrt_elf_module_t* module, const void* address);
 
 /* Unmaps the image but keeps what was learnt of it (segments, symbols,

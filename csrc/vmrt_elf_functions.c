@@ -1,12 +1,13 @@
-/* Where an image says its functions start, for the entry-point checks of both
- * native loaders: sized STT_FUNC symbols of .symtab (which nothing loads) and
- * the code ranges of the unwind table (.eh_frame, one FDE per function, there
- * in IREE's embedded images whose .symtab lists only the query); the dynamic
- * symbols when neither lists any. When the image lists functions, an entry
- * point (the library query, DT_INIT and the like, a dispatch function) must be
- * the start of one: anything else is a symbol or pointer moved off its
- * function. Tables that are missing, out of range or in encodings not read
- * here are skipped, never a reason to refuse. */
+/* Where an image says its functions are, for the entry-point checks of both
+ * native loaders (the library query, DT_INIT and the like, each dispatch
+ * function): sized STT_FUNC symbols of .symtab (which nothing loads) and the
+ * code ranges of the unwind table (.eh_frame, one FDE per function, there in
+ * IREE's embedded images, whose .symtab lists only the query). When the list is
+ * complete (FDEs, or a .symtab that kept local functions), an entry point must
+ * be the start of a listed function; otherwise (the dynamic symbols added) it
+ * must not lie strictly inside one. Anything else is a symbol or pointer moved
+ * off its function. Tables that are missing, out of range or in encodings not
+ * read here are skipped, never a reason to refuse. */
 #define _DEFAULT_SOURCE 1
 
 #include "vmrt_elf_internal.h"
@@ -28,6 +29,7 @@ typedef struct {
 typedef struct {
   func_range_t* items;
   size_t count, capacity;
+  int complete; /* a table that lists every function was read */
 } func_list_t;
 
 /* Records [start, start+size) when it is a nonempty range inside an executable
@@ -63,10 +65,11 @@ static int read_section_functions(elf_load_t* s, func_list_t* list) {
       continue;
     }
     for (uint64_t at = offset; at + SYM_SIZE <= offset + size; at += SYM_SIZE) {
-      if ((d[at + 4] & 0xfu) == STT_FUNC_ &&
-          add_range(s->m, list, rd64(d + at + 8), rd64(d + at + 16))) {
-        return -1;
-      }
+      if ((d[at + 4] & 0xfu) != STT_FUNC_) continue;
+      size_t before = list->count;
+      if (add_range(s->m, list, rd64(d + at + 8), rd64(d + at + 16))) return -1;
+      /* Local functions listed: the table was kept whole, not stripped to exports. */
+      if (list->count > before && (d[at + 4] >> 4) == 0) list->complete = 1;
     }
   }
   return 0;
@@ -215,7 +218,9 @@ static int read_unwind_functions(elf_load_t* s, func_list_t* list) {
       uint64_t start = take_pointer(&c, (unsigned)encoding, 0);
       uint64_t range = take_pointer(&c, (unsigned)encoding & 0x0fu, 1);
       if (c.bad) break;
+      size_t before = list->count;
       if (add_range(s->m, list, start, range)) return -1;
+      list->complete |= list->count > before; /* (compilers emit one FDE per function) */
     }
     at = next;
   }
@@ -225,12 +230,12 @@ static int read_unwind_functions(elf_load_t* s, func_list_t* list) {
 /* Runs once the dynamic symbol table is known (parse_symbols). */
 int elf_read_functions(elf_load_t* s) {
   vmrt_elf_module_t* m = s->m;
-  func_list_t list = {NULL, 0, 0};
+  func_list_t list = {NULL, 0, 0, 0};
   int failed = read_section_functions(s, &list);
   if (!failed) failed = read_unwind_functions(s, &list);
-  /* The dynamic symbols, only when nothing else lists functions: an exported
-   * symbol's own entry cannot tell whether it was moved. */
-  for (uint64_t i = 1; !failed && list.count == 0 && i < m->sym_count; ++i) {
+  /* The dynamic symbols only add ranges to a partial list: in a complete one,
+   * a moved export's own entry would list the place it was moved to. */
+  for (uint64_t i = 1; !failed && !list.complete && i < m->sym_count; ++i) {
     elf_sym_t sym;
     read_sym(m, i, &sym);
     if (sym.shndx != SHN_UNDEF_ && sym.shndx != SHN_ABS_ && (sym.info & 0xfu) == STT_FUNC_) {
@@ -240,9 +245,17 @@ int elf_read_functions(elf_load_t* s) {
   if (!failed && list.count) {
     qsort(list.items, list.count, sizeof *list.items, by_start);
     m->func_start = (uint64_t*)malloc(list.count * sizeof(uint64_t));
-    failed = !m->func_start;
-    for (size_t i = 0; !failed && i < list.count; ++i) m->func_start[i] = list.items[i].start;
-    if (!failed) m->func_count = list.count;
+    m->func_reach = (uint64_t*)malloc(list.count * sizeof(uint64_t));
+    failed = !m->func_start || !m->func_reach;
+    for (size_t i = 0; !failed && i < list.count; ++i) {
+      m->func_start[i] = list.items[i].start;
+      uint64_t before = i ? m->func_reach[i - 1] : 0;
+      m->func_reach[i] = list.items[i].end > before ? list.items[i].end : before;
+    }
+    if (!failed) {
+      m->func_count = list.count;
+      m->func_complete = list.complete;
+    }
   }
   free(list.items);
   return failed ? elf_fail(s, VMRT_ELF_EXHAUSTED, "out of memory for the function table") : 0;
@@ -250,13 +263,14 @@ int elf_read_functions(elf_load_t* s) {
 
 int elf_is_entry(const vmrt_elf_module_t* m, uint64_t vaddr) {
   if (seg_find(m, vaddr, 1, NEED_EXEC) < 0) return 0;
-  if (m->func_count == 0) return 1; /* the image lists no function */
   size_t lo = 0, hi = m->func_count; /* the first start >= vaddr */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
     if (m->func_start[mid] < vaddr) lo = mid + 1; else hi = mid;
   }
-  return lo < m->func_count && m->func_start[lo] == vaddr;
+  if (m->func_complete) return lo < m->func_count && m->func_start[lo] == vaddr;
+  /* A partial list: only not strictly inside a function that starts before. */
+  return lo == 0 || m->func_reach[lo - 1] <= vaddr;
 }
 
 #endif

@@ -85,10 +85,13 @@ struct vmrt_elf_module {
   elf_seg_t segs[MAX_LOADS];
   uint64_t symtab, sym_count; /* .dynsym, link-time address and entries */
   uint64_t strtab, strsz;     /* .dynstr */
-  /* Where the image says functions start (vmrt_elf_functions.c), link-time and
-   * sorted; a heap array, count 0 when the image lists no function. */
+  /* Where the image says functions are (vmrt_elf_functions.c), link-time, by
+   * start; reach[i] is the largest end among the first i+1. Heap arrays, count 0
+   * when the image lists no function; complete when every function is listed. */
   uint64_t* func_start;
+  uint64_t* func_reach;
   size_t func_count;
+  int func_complete;
   int owns_mapping; /* 0 once detached: the span is another loader's */
   size_t span; /* bytes from the lowest to the highest segment page */
 };
@@ -196,7 +199,8 @@ int elf_section_table(const elf_load_t* s, uint64_t* shoff, uint32_t* shnum);
 /* vmrt_elf_functions.c: where the image says its functions are. */
 int elf_read_functions(elf_load_t* s);
 /* Whether link-time `vaddr` may be entered: inside an executable segment's file
- * bytes (which are all of it) and, when the image lists functions, the start of one. */
+ * bytes (which are all of it), at a listed function's start (complete list) or
+ * not strictly inside a listed function (partial list). */
 int elf_is_entry(const vmrt_elf_module_t* m, uint64_t vaddr);
 
 /* vmrt_elf_system.c: what an image for the system loader must also pass, once
