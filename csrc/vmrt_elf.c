@@ -369,7 +369,7 @@ static int protect_segments(elf_load_t* s) {
 }
 
 static int init_target_ok(const vmrt_elf_module_t* m, uint64_t address) {
-  return elf_is_entry(m, address - (uint64_t)m->bias);
+  return elf_is_entry(m, address - (uint64_t)m->bias, 0);
 }
 
 /* Checks that the function of `fn_tag` (a link-time address) and every entry of
@@ -378,7 +378,7 @@ static int init_target_ok(const vmrt_elf_module_t* m, uint64_t address) {
 int elf_check_entries(elf_load_t* s, unsigned fn_tag, unsigned array_tag, unsigned size_tag,
                       const char* fn_name, const char* array_name) {
   const vmrt_elf_module_t* m = s->m;
-  if (dyn_has(s, fn_tag) && s->dyn[fn_tag] != 0 && !elf_is_entry(m, s->dyn[fn_tag])) {
+  if (dyn_has(s, fn_tag) && s->dyn[fn_tag] != 0 && !elf_is_entry(m, s->dyn[fn_tag], 0)) {
     return elf_fail(s, VMRT_ELF_INVALID, "%s %#llx is not the start of code in an executable "
                     "segment", fn_name, ull(s->dyn[fn_tag]));
   }
@@ -479,7 +479,7 @@ static int exported_function(const vmrt_elf_module_t* m, const elf_sym_t* sym) {
   if (bind != STB_GLOBAL_ && bind != STB_WEAK_) return 0;
   if (type != STT_FUNC_ && type != STT_NOTYPE_) return 0;
   if (vis != STV_DEFAULT_ && vis != STV_PROTECTED_) return 0;
-  return elf_is_entry(m, sym->value) ? 1 : -1;
+  return elf_is_entry(m, sym->value, sym->size) ? 1 : -1;
 }
 
 int vmrt_elf_find(vmrt_elf_module_t* m, const char* name, void** out) {
@@ -522,7 +522,7 @@ size_t vmrt_elf_readable(const vmrt_elf_module_t* m, const void* address) {
 }
 
 int vmrt_elf_is_entry(const vmrt_elf_module_t* m, const void* address) {
-  return m && m->size && elf_is_entry(m, (uint64_t)(uintptr_t)address - (uint64_t)m->bias);
+  return m && m->size && elf_is_entry(m, (uint64_t)(uintptr_t)address - (uint64_t)m->bias, 0);
 }
 
 void vmrt_elf_detach(vmrt_elf_module_t* m) {
@@ -544,6 +544,7 @@ void vmrt_elf_unload(vmrt_elf_module_t* m) {
   if (!m) return;
   if (m->owns_mapping && m->size) munmap((void*)m->base, m->size);
   free(m->func_start);
+  free(m->func_end);
   free(m->func_reach);
   free(m);
 }

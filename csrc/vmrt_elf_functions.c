@@ -245,10 +245,12 @@ int elf_read_functions(elf_load_t* s) {
   if (!failed && list.count) {
     qsort(list.items, list.count, sizeof *list.items, by_start);
     m->func_start = (uint64_t*)malloc(list.count * sizeof(uint64_t));
+    m->func_end = (uint64_t*)malloc(list.count * sizeof(uint64_t));
     m->func_reach = (uint64_t*)malloc(list.count * sizeof(uint64_t));
-    failed = !m->func_start || !m->func_reach;
+    failed = !m->func_start || !m->func_end || !m->func_reach;
     for (size_t i = 0; !failed && i < list.count; ++i) {
       m->func_start[i] = list.items[i].start;
+      m->func_end[i] = list.items[i].end;
       uint64_t before = i ? m->func_reach[i - 1] : 0;
       m->func_reach[i] = list.items[i].end > before ? list.items[i].end : before;
     }
@@ -261,14 +263,20 @@ int elf_read_functions(elf_load_t* s) {
   return failed ? elf_fail(s, VMRT_ELF_EXHAUSTED, "out of memory for the function table") : 0;
 }
 
-int elf_is_entry(const vmrt_elf_module_t* m, uint64_t vaddr) {
+int elf_is_entry(const vmrt_elf_module_t* m, uint64_t vaddr, uint64_t size) {
   if (seg_find(m, vaddr, 1, NEED_EXEC) < 0) return 0;
   size_t lo = 0, hi = m->func_count; /* the first start >= vaddr */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
     if (m->func_start[mid] < vaddr) lo = mid + 1; else hi = mid;
   }
-  if (m->func_complete) return lo < m->func_count && m->func_start[lo] == vaddr;
+  if (m->func_complete) {
+    /* A symbol moved onto another function's start shows by its size. */
+    for (size_t i = lo; i < m->func_count && m->func_start[i] == vaddr; ++i) {
+      if (size == 0 || m->func_end[i] - vaddr == size) return 1;
+    }
+    return 0;
+  }
   /* A partial list: only not strictly inside a function that starts before. */
   return lo == 0 || m->func_reach[lo - 1] <= vaddr;
 }

@@ -89,6 +89,7 @@ struct vmrt_elf_module {
    * start; reach[i] is the largest end among the first i+1. Heap arrays, count 0
    * when the image lists no function; complete when every function is listed. */
   uint64_t* func_start;
+  uint64_t* func_end;
   uint64_t* func_reach;
   size_t func_count;
   int func_complete;
@@ -199,9 +200,10 @@ int elf_section_table(const elf_load_t* s, uint64_t* shoff, uint32_t* shnum);
 /* vmrt_elf_functions.c: where the image says its functions are. */
 int elf_read_functions(elf_load_t* s);
 /* Whether link-time `vaddr` may be entered: inside an executable segment's file
- * bytes (which are all of it), at a listed function's start (complete list) or
- * not strictly inside a listed function (partial list). */
-int elf_is_entry(const vmrt_elf_module_t* m, uint64_t vaddr);
+ * bytes (which are all of it), at a listed function's start (complete list; of
+ * `size` bytes when that is not 0: a symbol's own size) or not strictly inside a
+ * listed function (partial list). */
+int elf_is_entry(const vmrt_elf_module_t* m, uint64_t vaddr, uint64_t size);
 
 /* vmrt_elf_system.c: what an image for the system loader must also pass, once
  * loaded and relocated here (VMRT_ELF_LOAD_FOR_SYSTEM). */

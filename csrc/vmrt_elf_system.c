@@ -90,6 +90,12 @@ static int check_dynamic_tags(elf_load_t* s) {
     }
     if (tag == DT_RELACOUNT_) relative = value;
   }
+  /* The system loader reads the companions of these tags without looking. */
+  if ((dyn_has(s, DT_RELA_) && (!dyn_has(s, DT_RELASZ_) || !dyn_has(s, DT_RELAENT_))) ||
+      (dyn_has(s, DT_JMPREL_) && (!dyn_has(s, DT_PLTRELSZ_) || !dyn_has(s, DT_PLTREL_)))) {
+    return elf_fail(s, VMRT_ELF_INVALID, "DT_RELA or DT_JMPREL without its size, entry size "
+                    "or type");
+  }
   return check_relative_count(s, relative);
 }
 
@@ -150,15 +156,28 @@ static int check_gnu_hash(elf_load_t* s, uint64_t* count) {
   return 0;
 }
 
-/* Names the system loader compares (every symbol a hash table reaches). */
-static int check_symbol_names(elf_load_t* s, uint64_t count) {
+enum { STT_OBJECT_ = 1, STT_TLS_ = 6, STT_GNU_IFUNC_ = 10 };
+
+/* Every symbol a hash table reaches: its name inside .dynstr (the system loader
+ * compares names unbounded), no IFUNC (whose resolver it would call while
+ * relocating) or TLS, and an import only as a plain global or weak symbol (a
+ * local or hidden one would bind to the library's own address 0). */
+static int check_symbols(elf_load_t* s, uint64_t count) {
   const vmrt_elf_module_t* m = s->m;
   for (uint64_t i = 1; i < count; ++i) {
     elf_sym_t sym;
     read_sym(m, i, &sym);
+    unsigned bind = sym.info >> 4, type = sym.info & 0xfu;
+    int import_ok = (bind == STB_GLOBAL_ || bind == STB_WEAK_) && (sym.other & 3u) == 0 &&
+                    (type == STT_NOTYPE_ || type == STT_FUNC_ || type == STT_OBJECT_);
     if (!dynstr_ok(m, sym.name)) {
       return elf_fail(s, VMRT_ELF_INVALID, "symbol %llu's name lies outside the string table",
                       ull(i));
+    }
+    if (type == STT_GNU_IFUNC_ || type == STT_TLS_ || bind > STB_WEAK_ ||
+        (sym.shndx == SHN_UNDEF_ && !import_ok)) {
+      return elf_fail(s, VMRT_ELF_INVALID, "symbol %llu has a type, binding or visibility "
+                      "vmrt does not leave to the system loader", ull(i));
     }
   }
   return 0;
@@ -218,7 +237,7 @@ int elf_check_for_system(elf_load_t* s) {
   if (!rc) rc = check_dynamic_tags(s);
   if (!rc && dyn_has(s, DT_HASH_)) rc = check_sysv_hash(s);
   if (!rc && s->have_gnu_hash) rc = check_gnu_hash(s, &count);
-  if (!rc) rc = check_symbol_names(s, count > s->m->sym_count ? count : s->m->sym_count);
+  if (!rc) rc = check_symbols(s, count > s->m->sym_count ? count : s->m->sym_count);
   if (!rc) rc = elf_check_entries(s, DT_FINI_, DT_FINI_ARRAY_, DT_FINI_ARRAYSZ_, "DT_FINI",
                                   "DT_FINI_ARRAY");
   return rc;

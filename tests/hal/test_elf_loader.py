@@ -1,4 +1,4 @@
-"""vmrt.hal.elf / csrc/vmrt_elf.c: loading the embedded-elf-x86_64 images that
+"""vmrt.hal.elf / csrc/vmrt_elf*.c: loading the embedded-elf-x86_64 images that
 iree-compile's llvm-cpu backend emits, and refusing every malformed variant of
 them with the right status code, without ever crashing (fuzzed).
 
