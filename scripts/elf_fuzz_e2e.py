@@ -181,9 +181,9 @@ def run_worker(folder: Path, seed: int, start: int, stop: int, code: bool) -> No
 def run_chunk(folder: Path, seed: int, start: int, stop: int, code: bool,
               vmrt_root: Path = ROOT) -> list[list]:
     """[case, format, kind, outcome] of [start, stop). A worker prints each case as
-    it finishes: when one dies of a signal (or hangs), the case it was running is
-    the first one missing, counted as "crashed" (or "hung"); a new worker goes on
-    from the next."""
+    it finishes: when one dies (a signal, or the system loader's exit) or hangs, the
+    case it was running is the first one missing, counted as "crashed" (or "hung");
+    a new worker goes on from the next."""
     env = {**os.environ, "PYTHONPATH": str(vmrt_root)}
     rows: list[list] = []
     while start < stop:
@@ -192,9 +192,7 @@ def run_chunk(folder: Path, seed: int, start: int, stop: int, code: bool,
         try:
             result = subprocess.run(command, capture_output=True, text=True, env=env,
                                     timeout=30 + CASE_TIMEOUT * (stop - start))
-            output, hung = result.stdout, False
-            if result.returncode > 0:
-                raise RuntimeError(f"worker failed: {result.stderr[-2000:]}")
+            output, hung = result.stdout, False  # (any death counts: ld.so exits 127)
         except subprocess.TimeoutExpired as expired:
             output, hung = expired.stdout or "", True
             if isinstance(output, bytes):
