@@ -112,6 +112,25 @@ def test_unsupported_ops_are_listed_by_name_and_location():
                for op in failure.value.unsupported)
 
 
+def test_jax_step_with_private_functions_and_constant_evaluation_imports():
+    # IREE compiles the -1/4 on the side in a nested jit_eval module whose print shows
+    # @main before its conversion to stream; the import reads the model's own prints.
+    imported = import_model(DATA / "private_calls.mlir")
+    main_ops = imported.program.funcs[-1].ops
+    assert imported.program.funcs[-1].name == "main"
+    assert sum(op.kind == "dispatch" for op in main_ops) == 4
+    assert not imported.skipped
+
+
+def test_async_entry_point_imports_and_its_wrapper_is_skipped():
+    imported = import_model(DATA / "onnx_matmul.mlir")
+    assert [func.name for func in imported.program.funcs] == ["main_graph$async"]
+    assert [op.kind for op in imported.program.funcs[0].ops] == ["dispatch", "dispatch"]
+    assert imported.skipped == {"main_graph": "no stream work (calls @main_graph$async)"}
+    assert "// skipped: @main_graph: no stream work (calls @main_graph$async)" in \
+        imported.text()
+
+
 HAND_WRITTEN_STREAM_IR = """
 util.func public @peek(%arg0: !hal.buffer_view) -> !hal.buffer_view {
   %c0 = arith.constant 0 : index

@@ -44,7 +44,11 @@ LIFETIMES = {"external": Lifetime.EXTERNAL, "transient": Lifetime.TRANSIENT,
 SCALAR_OPS = {"hal.buffer_view.assert", "hal.element_type", "hal.encoding_type",
               "hal.buffer_view.dim", "hal.buffer_view.rank", "stream.resource.size",
               "stream.timepoint.immediate", "stream.timepoint.join", "util.buffer.constant",
-              "util.assume.int"}
+              "util.assume.int", "util.null",
+              # fences of async entry points (coarse-fences ABI): host synchronisation
+              "stream.timepoint.import", "stream.timepoint.export",
+              "stream.timepoint.chain_external", "hal.devices.get", "hal.fence.create",
+              "hal.fence.await", "hal.fence.signal", "hal.fence.join"}
 SCALAR_PREFIXES = ("arith.", "math.", "index.")
 #: the scope non-splat constants are loaded from (their bytes are in `constants`).
 CONSTANTS_SCOPE = "constants"
@@ -85,6 +89,9 @@ class ImportedProgram:
     constants: dict[str, bytes] = field(default_factory=dict)
     #: per vmrt function: the IREE op names it was made from, with counts.
     op_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: IREE functions with no stream work (e.g. a synchronous wrapper that calls the
+    #: async entry point): name -> why it was skipped.
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def text(self, source: str | None = None) -> str:
         """The program's text form, headed by where it came from and what the import
@@ -92,6 +99,7 @@ class ImportedProgram:
         lines = [f"// Imported from {source or 'IREE stream IR'} by `vmrt stream import` "
                  f"(IREE's stream IR before {SCHEDULE_PASS})."]
         lines += [f"// approximated: {note}" for note in self.notes]
+        lines += [f"// skipped: @{name}: {why}" for name, why in self.skipped.items()]
         return "\n".join(lines) + "\n" + format_program(self.program)
 
 
@@ -541,6 +549,17 @@ class _ModuleImporter:
         self.note(f'non-splat constants: param.load "{CONSTANTS_SCOPE}"::key')
 
 
+def no_stream_work(op) -> str | None:
+    """Why a function is skipped (it has no stream op; its calls name the functions
+    that do the work), or None when it has stream work to import."""
+    children = list(walk(op))
+    if any(child.name.startswith("stream.async.") for child in children):
+        return None
+    calls = sorted({"@" + child.attributes["callee"].value for child in children
+                    if child.name == "util.call"})
+    return "no stream work" + (f" (calls {', '.join(calls)})" if calls else "")
+
+
 def _is_partitioned(op) -> bool:
     return any(child.name in ("stream.async.execute", "stream.cmd.execute")
                for child in walk(op))
@@ -574,13 +593,19 @@ def import_stream_ir(texts, name: str = "imported") -> ImportedProgram:
     _context, modules = parse_modules(texts)
     importer = _ModuleImporter()
     builder = ProgramBuilder(vmrt_name(name) or "imported")
+    skipped = {}
     for func_name, op in unpartitioned_functions(modules):
+        why = no_stream_work(op)
+        if why is not None:
+            skipped[vmrt_name(func_name)] = why
+            continue
         _FunctionImporter(importer, vmrt_name(func_name), op).run(builder)
     if importer.unsupported:
         raise ImportFailed(importer.unsupported)
     notes = [text + (f" (x{count})" if count > 1 else "")
              for text, count in importer.notes.items()]
-    return ImportedProgram(builder.build(), notes, importer.constants, importer.op_counts)
+    return ImportedProgram(builder.build(), notes, importer.constants, importer.op_counts,
+                           skipped)
 
 
 def import_model(model, compile_args=()) -> ImportedProgram:

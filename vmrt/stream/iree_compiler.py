@@ -100,12 +100,21 @@ def compile_stream_ir(model: str | Path, favors=(), compile_args=()) -> StreamIR
         runs[0] += _dump_args(Path(folder))
         with ThreadPoolExecutor(max_workers=len(runs)) as pool:
             outputs = list(pool.map(lambda args: _compile(model, args), runs))
-        dumps = [path.read_text() for path in sorted(Path(folder).rglob("*.mlir"))]
+        dumps = [path.read_text() for path in top_level_dumps(Path(folder))]
     if not dumps:
         raise StreamError(f"iree-compile never ran {SCHEDULE_PASS} on {model} (no stream "
                           "functions to partition?)", code=StatusCode.FAILED_PRECONDITION)
     partitioned = {favor: text for favor, text in zip(favors, outputs) if favor is not None}
     return StreamIR(str(model), dumps, partitioned, compile_args)
+
+
+def top_level_dumps(folder: Path) -> list[Path]:
+    """The prints of the model's own module, in name order. The tree dir holds one
+    folder per module and op (`builtin_module_NAME/util_func_F/N_pass.mlir`); prints of
+    modules nested deeper come from IREE's constant evaluation (`jit_eval` programs it
+    compiles and runs on the side), which print the outer module in an earlier state."""
+    return sorted(path for path in folder.rglob("*.mlir")
+                  if len(path.relative_to(folder).parts) == 3)
 
 
 def parse_modules(texts):
