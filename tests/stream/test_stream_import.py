@@ -156,6 +156,29 @@ def test_stream_ir_with_unknown_ops_fails_in_one_line(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("vmrt: error: UNIMPLEMENTED: cannot import 1 op")
 
 
+def _many_host_loads(count: int) -> str:
+    loads = "".join(f"  %l{i} = stream.async.load %1[%c0] : !stream.resource<staging>{{%c64}}"
+                    " -> f32\n" for i in range(count))
+    head, tail = HAND_WRITTEN_STREAM_IR.split("  %2 = stream.async.load")
+    return head + loads + "  %2 = stream.async.load" + tail
+
+
+def test_many_unsupported_ops_make_a_short_message_and_verbose_lists_them(tmp_path,
+                                                                           capsys):
+    path = tmp_path / "loads.mlir"
+    path.write_text(_many_host_loads(300))
+    assert main(["stream", "import", str(path), "--stream-ir"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and len(err[0]) < 300
+    assert "cannot import 301 op(s) (stream.async.load x301); first: stream.async.load " \
+           "at -:7:9" in err[0]
+    assert main(["stream", "import", str(path), "--stream-ir", "--verbose"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 302 and err[-1].startswith("vmrt: error: UNIMPLEMENTED")
+    assert all(line.startswith("cannot import: stream.async.load at ") for line in err[:-1])
+    assert len({line.split(" at ")[1] for line in err[:-1]}) == 301    # every location
+
+
 @pytest.mark.parametrize("text, message", [
     ("func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
      "  %y = stablehlo.bogus %x : tensor<4xf32>\n  return %y : tensor<4xf32>\n}\n",

@@ -69,15 +69,38 @@ class UnsupportedOp:
         return f"{self.name} at {self.location}" + (f" ({self.reason})" if self.reason else "")
 
 
+#: op kinds an ImportFailed message names (the most frequent); --verbose lists all.
+MESSAGE_KINDS = 6
+#: the longest reason the one-line message quotes.
+MESSAGE_REASON = 80
+
+
 class ImportFailed(StreamError):
-    """Ops the importer cannot map, all of them, in one message."""
+    """Ops the importer cannot map: a one-line message (counts per op name, the first
+    op's location) and, in `unsupported` / `details()`, every one of them."""
 
     def __init__(self, unsupported: list[UnsupportedOp]):
         self.unsupported = unsupported
-        names = sorted({op.name for op in unsupported})
-        super().__init__(f"cannot import {len(unsupported)} op(s) ({', '.join(names)}): "
-                         + "; ".join(map(str, unsupported)),
-                         code=StatusCode.UNIMPLEMENTED)
+        super().__init__(self._summary(), code=StatusCode.UNIMPLEMENTED)
+
+    def _summary(self) -> str:
+        counts: dict[str, int] = {}
+        for op in self.unsupported:
+            counts[op.name] = counts.get(op.name, 0) + 1
+        kinds = sorted(counts, key=lambda name: (-counts[name], name))
+        named = ", ".join(f"{name} x{counts[name]}" for name in kinds[:MESSAGE_KINDS])
+        if len(kinds) > MESSAGE_KINDS:
+            named += f", {len(kinds) - MESSAGE_KINDS} more kinds"
+        first = self.unsupported[0]
+        reason = first.reason if len(first.reason) <= MESSAGE_REASON \
+            else first.reason[:MESSAGE_REASON - 3] + "..."
+        where = f"{first.name} at {first.location}" + (f" ({reason})" if reason else "")
+        return (f"cannot import {len(self.unsupported)} op(s) ({named}); first: {where} "
+                "(--verbose lists all)")
+
+    def details(self) -> list[str]:
+        """One line per op that cannot be imported, in the order they were met."""
+        return [str(op) for op in self.unsupported]
 
 
 @dataclass

@@ -8,7 +8,8 @@ lower them to VM modules and run them.
         [--parameters=SCOPE=FILE ...] [--device=local-task] [--check] [--output=@r.bin ...]
         [--trace_json=FILE]
     vmrt stream import MODEL.mlir [-o OUT.stream] [--constants=OUT.irpa] [--compile_arg=F ...]
-    vmrt stream compare MODEL.mlir [--json] [--compile_arg=F ...]
+        [--verbose]
+    vmrt stream compare MODEL.mlir [--json] [--compile_arg=F ...] [--verbose]
 
 `stats` prints, per function, the statistics of all three favors side by side;
 the column marked `*` is the favor the function would be compiled with (its
@@ -141,6 +142,9 @@ def _add_import_actions(sub) -> None:
                  default=[], metavar="FLAG", dest="compile_args",
                             help="an extra iree-compile flag, e.g. a target (repeatable; "
                                  "the default target is local vmvx)")
+        action.add_argument("--verbose", "-v", action="store_true",
+                            help="when the import fails, list every op it cannot map "
+                                 "(name, location, why), one a line, before the error")
     import_.add_argument("-o", "--output", help="the .stream file to write (default stdout)")
     add_flag(import_, "--stream_ir", hidden=("--stream-ir",), action="store_true",
                          help="FILE is stream IR as printed before "
@@ -413,6 +417,18 @@ def _check_results(program, function, inputs, kernels, providers, results, out) 
     return 0
 
 
+def _listing_failures(args, call, *call_args):
+    """call(*call_args); with --verbose, a failed import first lists every op it could
+    not map on stderr (the error itself stays one line)."""
+    from vmrt.stream.importer import ImportFailed
+    try:
+        return call(*call_args)
+    except ImportFailed as failure:
+        if args.verbose:
+            sys.stderr.write("".join(f"cannot import: {line}\n" for line in failure.details()))
+        raise
+
+
 def run_import(args) -> int:
     from vmrt.stream.importer import import_model, import_stream_ir, write_constants
     if args.stream_ir:
@@ -421,9 +437,9 @@ def run_import(args) -> int:
         except OSError as error:
             raise VmrtError(f"cannot read '{args.file}': {error.strerror}",
                             StatusCode.NOT_FOUND) from None
-        imported = import_stream_ir(text, Path(args.file).stem)
+        imported = _listing_failures(args, import_stream_ir, text, Path(args.file).stem)
     else:
-        imported = import_model(args.file, args.compile_args)
+        imported = _listing_failures(args, import_model, args.file, args.compile_args)
     text = imported.text(source=args.file)
     if args.output:
         Path(args.output).write_text(text)
@@ -439,7 +455,7 @@ def run_import(args) -> int:
 
 def run_compare(args) -> int:
     from vmrt.stream.compare import comparison_json, compare_model, format_comparison
-    comparison = compare_model(args.file, args.compile_args)
+    comparison = _listing_failures(args, compare_model, args.file, args.compile_args)
     if args.json:
         json.dump(comparison_json(comparison), sys.stdout, indent=2)
         sys.stdout.write("\n")
