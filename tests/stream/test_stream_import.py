@@ -122,6 +122,17 @@ def test_jax_step_with_private_functions_and_constant_evaluation_imports():
     assert not imported.skipped
 
 
+def test_compare_verifies_vmrt_plans_and_names_functions_without_dispatches(capsys):
+    assert main(["stream", "compare", str(DATA / "onnx_matmul.mlir")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("@main_graph$async: IREE 2 dispatches; imported 2 ops")
+    assert "@main_graph: skipped: no stream work (calls @main_graph$async)" in out
+    assert out[-1].startswith("verified: vmrt's 3 plans keep every dependency and hazard")
+    assert main(["stream", "compare", str(DATA / "onnx_matmul.mlir"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["verified"] is True and list(report["skipped"]) == ["main_graph"]
+
+
 def test_async_entry_point_imports_and_its_wrapper_is_skipped():
     imported = import_model(DATA / "onnx_matmul.mlir")
     assert [func.name for func in imported.program.funcs] == ["main_graph$async"]

@@ -16,11 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vmrt.stream.allocation import FuncStats, program_stats
+from vmrt.stream.allocation import FuncStats
 from vmrt.stream.importer import ImportedProgram, import_stream_ir, vmrt_name
 from vmrt.stream.iree_compiler import (compile_stream_ir, constant_int, function_ops,
                                        parse_modules, walk)
 from vmrt.stream.partition import FAVORS, Favor
+from vmrt.stream.verify import verified_stats
 
 _TERMINATORS = ("stream.yield", "stream.return")
 
@@ -108,7 +109,7 @@ def compare_model(model, compile_args=()) -> Comparison:
     stream_ir = compile_stream_ir(model, [f.value for f in FAVORS], compile_args)
     imported = import_stream_ir(stream_ir.before_partitioning, Path(model).stem)
     iree = iree_stats(stream_ir.partitioned)
-    vmrt = program_stats(imported.program)
+    vmrt = verified_stats(imported.program)     # raises ScheduleError on a bad plan
     names = list(iree) + [name for name in vmrt if name not in iree]
     return Comparison(str(model), imported, iree, vmrt, tuple(compile_args), names)
 
@@ -171,12 +172,35 @@ def _format_function(comparison: Comparison, name: str) -> str:
     return "\n".join(lines)
 
 
+def has_dispatches(comparison: Comparison, name: str) -> bool:
+    """Whether IREE or the import finds a dispatch in the function."""
+    iree = comparison.iree.get(name, {})
+    vmrt = comparison.vmrt.get(name, {})
+    return any(stats.dispatches for stats in [*iree.values(), *vmrt.values()])
+
+
+def _without_dispatches(comparison: Comparison, name: str) -> str:
+    if name in comparison.imported.skipped:
+        return f"@{name}: skipped: {comparison.imported.skipped[name]}"
+    ops = next(iter(comparison.vmrt[name].values())).ops if name in comparison.vmrt else 0
+    return f"@{name}: no dispatches ({ops} ops imported: constants, parameters, copies)"
+
+
 def format_comparison(comparison: Comparison) -> str:
-    """The table `vmrt stream compare` prints: per function, a row per favor with
-    IREE's and vmrt's figures side by side, then what the import approximated."""
-    blocks = [_format_function(comparison, name) for name in comparison.functions]
+    """The table `vmrt stream compare` prints: per function with dispatches, a row per
+    favor with IREE's and vmrt's figures side by side; a line per other function; what
+    the import approximated; and that vmrt's plans were verified."""
+    names = comparison.functions
+    blocks = [_format_function(comparison, name) for name in names
+              if has_dispatches(comparison, name)]
+    others = [_without_dispatches(comparison, name) for name in names
+              if not has_dispatches(comparison, name)]
     notes = "".join(f"approximated: {note}\n" for note in comparison.imported.notes)
-    return "\n\n".join(blocks) + "\n" + notes
+    plans = sum(len(per_favor) for per_favor in comparison.vmrt.values())
+    verified = (f"verified: vmrt's {plans} plans keep every dependency and hazard; live "
+                "transients never share slab bytes\n")
+    return "\n\n".join(blocks) + "\n\n" + "".join(line + "\n" for line in others) + \
+        notes + verified
 
 
 def comparison_json(comparison: Comparison) -> dict:
@@ -189,6 +213,8 @@ def comparison_json(comparison: Comparison) -> dict:
             vmrt = comparison.vmrt.get(name, {}).get(favor)
             favors[favor.value] = {"iree": iree.as_dict() if iree else None,
                                    "vmrt": vmrt.as_dict() if vmrt else None}
-        functions.append({"function": name, "favors": favors})
+        functions.append({"function": name, "dispatches": has_dispatches(comparison, name),
+                          "favors": favors})
     return {"model": comparison.model, "compile_args": list(comparison.compile_args),
-            "functions": functions, "approximations": comparison.imported.notes}
+            "functions": functions, "approximations": comparison.imported.notes,
+            "skipped": comparison.imported.skipped, "verified": True}
