@@ -58,9 +58,9 @@ def test_import_is_faithful_and_vmrt_keeps_debug_memory(comparisons, name):
     debug = iree[Favor.DEBUG].transient_bytes
     assert abs(vmrt[Favor.DEBUG].transient_bytes - debug) <= debug // 10
     assert iree[Favor.DEBUG].concurrent_dispatches == vmrt[Favor.DEBUG].concurrent_dispatches == 0
-    # vmrt's min-peak-memory: exactly debug's bytes, with concurrency.
+    # vmrt's min-peak-memory: at most debug's bytes, with concurrency.
     low = vmrt[Favor.MIN_PEAK_MEMORY]
-    assert low.transient_bytes == vmrt[Favor.DEBUG].transient_bytes
+    assert low.transient_bytes <= vmrt[Favor.DEBUG].transient_bytes
     assert low.concurrent_dispatches > 0
     # IREE's min-peak-memory pays more than its debug for its concurrency.
     assert iree[Favor.MIN_PEAK_MEMORY].transient_bytes > debug

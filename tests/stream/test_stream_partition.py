@@ -195,3 +195,29 @@ def test_builder_errors_without_locations():
     with pytest.raises(StreamError, match="no return"):
         pb.func("h", results=[("external", 4)])
         pb.build()
+
+
+GAP_AFTER_A_BIG_TRANSIENT = """
+program @p {
+  func @f(%x: external<64>) -> (external<64>) {
+    %big = dispatch @ex::@grow(%x) -> transient<4096>
+    %s = dispatch @ex::@shrink(%big) -> transient<64>
+    %a = dispatch @ex::@next(%s) -> transient<64>
+    %c = dispatch @ex::@side(%x) -> transient<64>
+    %y = dispatch @ex::@join(%a, %c) -> external<64>
+    return %y
+  }
+}
+"""
+
+
+def test_min_peak_memory_takes_a_merge_that_fits_in_the_slab():
+    # %a's op ends %s and would share a wave creating %c: the transient rule alone
+    # refuses, yet %c fits in the bytes %big left free, so the slab stays debug's.
+    func = parse_program(GAP_AFTER_A_BIG_TRANSIENT).funcs[0]
+    strict = partition(func, Favor.MIN_PEAK_MEMORY)
+    assert waves_by_name(strict) == [["big"], ["s"], ["a"], ["c"], ["y"]]
+    low, debug = plan(func, Favor.MIN_PEAK_MEMORY), plan(func, Favor.DEBUG)
+    assert waves_by_name(low.schedule) == [["big"], ["s"], ["a", "c"], ["y"]]
+    assert low.stats.transient_bytes == debug.stats.transient_bytes == 4096 + 64
+    assert low.stats.concurrent_dispatches == 2

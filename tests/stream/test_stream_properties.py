@@ -7,7 +7,8 @@ For every favor, any schedule produced
   them writing; tied results write their operand's range) run in strictly ordered
   waves, in program order;
 - never gives two transients overlapping bytes while both are live;
-and min-peak-memory keeps program order and debug's slab size, debug runs one op
+and min-peak-memory keeps program order and at most debug's slab size (in no more
+waves than its transient rule alone), debug runs one op
 per wave, max-concurrency uses the fewest waves the dependencies allow.
 
 The hazard reference here is written independently of vmrt.stream.analysis.
@@ -16,7 +17,8 @@ The hazard reference here is written independently of vmrt.stream.analysis.
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vmrt.stream import Favor, ProgramBuilder, format_program, parse_program, plan
+from vmrt.stream import (Favor, ProgramBuilder, format_program, parse_program, partition,
+                         plan)
 
 SIZES = (16, 32, 64, 96, 128, 256)
 LIFETIMES_NEW = ("transient", "transient", "transient", "external", "parameter")
@@ -214,16 +216,15 @@ def test_every_schedule_is_valid(program):
     high = plans[Favor.MAX_CONCURRENCY]
     assert debug.schedule.waves == [[i] for i in range(n)]
     assert debug.stats.concurrent_dispatches == 0
-    # min-peak-memory: program order, debug's live-range overlaps, debug's slab.
+    # min-peak-memory: program order, no more than debug's slab (greedy packing may
+    # do better on other waves), in no more waves than the partitioner's transient
+    # rule alone gives (which keeps debug's live overlaps, hence its slab exactly).
     assert low.schedule.order == list(range(n))
-    assert low.stats.transient_bytes == debug.stats.transient_bytes
-    assert low.stats.live_transient_peak == debug.stats.live_transient_peak
-
-    def overlaps(result):
-        slices = sorted(result.layout.slices, key=lambda s: s.storage)
-        return {(a.storage, b.storage) for a in slices for b in slices
-                if a.storage < b.storage and a.intersects(b)}
-    assert overlaps(low) == overlaps(debug)
+    assert low.stats.transient_bytes <= debug.stats.transient_bytes
+    strict = partition(func, Favor.MIN_PEAK_MEMORY)
+    assert low.stats.waves <= len(strict.waves)
+    if low.stats.waves == len(strict.waves):
+        assert low.schedule.waves == strict.waves
     # max-concurrency: all the concurrency the dependencies allow.
     assert high.stats.waves == longest_path_waves(func)
     assert high.stats.waves <= low.stats.waves <= debug.stats.waves

@@ -148,12 +148,39 @@ class Plan:
                          max((len(w) for w in waves), default=0))
 
 
+def _packed(analysis: FuncAnalysis, schedule: Schedule, alignment: int) -> Plan:
+    return Plan(analysis, schedule, pack(live_ranges(analysis, schedule, alignment),
+                                         alignment))
+
+
+def _min_peak_memory_plan(func: Func, analysis: FuncAnalysis, alignment: int) -> Plan:
+    """min-peak-memory with the merges its transient rule refused where the slab allows
+    them: the rule keeps debug's slab by never letting a dying transient share a wave
+    with a newborn one, which also refuses merges whose overlap fits in the slab's
+    gaps. Each refused op (from the end of the function) is let in on trial and kept
+    when the repacked slab is no larger and the waves fewer; each op is tried once."""
+    best = _packed(analysis, partition(func, Favor.MIN_PEAK_MEMORY, analysis), alignment)
+    budget = best.layout.size
+    exempt: frozenset[int] = frozenset()
+    tried: set[int] = set()
+    while True:
+        candidate = next((i for i in best.schedule.blocked if i not in tried), None)
+        if candidate is None:
+            return best
+        tried.add(candidate)
+        trial = _packed(analysis, partition(func, Favor.MIN_PEAK_MEMORY, analysis,
+                                            exempt | {candidate}), alignment)
+        if trial.layout.size <= budget and \
+                len(trial.schedule.waves) < len(best.schedule.waves):
+            best, exempt = trial, exempt | {candidate}
+
+
 def plan(func: Func, favor: Favor | str, analysis: FuncAnalysis | None = None,
          alignment: int = ALIGNMENT) -> Plan:
     analysis = analysis or FuncAnalysis(func)
-    schedule = partition(func, favor, analysis)
-    layout = pack(live_ranges(analysis, schedule, alignment), alignment)
-    return Plan(analysis, schedule, layout)
+    if Favor(favor) is Favor.MIN_PEAK_MEMORY:
+        return _min_peak_memory_plan(func, analysis, alignment)
+    return _packed(analysis, partition(func, favor, analysis), alignment)
 
 
 def program_stats(program: Program, favors=FAVORS) -> dict[str, dict[Favor, FuncStats]]:

@@ -14,6 +14,8 @@ min-peak-memory
     ranges: it may not both be the last user of a transient and join a wave that
     creates one (the one way a merge of adjacent ops makes two transients that
     could share memory live at once). So the transient slab stays at debug's size.
+    vmrt.stream.allocation then lets refused ops in one by one (`exempt`) where the
+    repacked slab stays debug's size.
 
 max-concurrency
     Ops are reordered to extract all the concurrency the dependencies allow:
@@ -71,6 +73,8 @@ class Schedule:
     favor: Favor
     waves: list[list[int]]
     wave_of: list[int] = field(default_factory=list)
+    #: min-peak-memory: ops kept out of a wave by the transient rule, in visit order.
+    blocked: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.wave_of:
@@ -85,8 +89,10 @@ class Schedule:
         return [index for wave in self.waves for index in wave]
 
 
-def partition(func: Func, favor: Favor | str,
-              analysis: FuncAnalysis | None = None) -> Schedule:
+def partition(func: Func, favor: Favor | str, analysis: FuncAnalysis | None = None,
+              exempt: frozenset[int] = frozenset()) -> Schedule:
+    """The favor's waves. min-peak-memory lets the ops in `exempt` join a wave despite
+    the transient rule (vmrt.stream.allocation tries them against the slab)."""
     favor = parse_favor(favor)
     n = len(func.ops)
     if favor is Favor.DEBUG:
@@ -99,6 +105,7 @@ def partition(func: Func, favor: Favor | str,
     builder_births: list[bool] = []       # does the wave create a transient?
     membership = [-1] * n
     hazards = [0] * n                     # bit w: wave w transitively depends on the op
+    blocked: list[int] = []
     for i in reversed(range(n)):
         dependents = 0
         for j in analysis.successors[i]:
@@ -115,7 +122,8 @@ def partition(func: Func, favor: Favor | str,
                 chosen = (candidates & -candidates).bit_length() - 1   # lowest: latest wave
             else:
                 chosen = candidates.bit_length() - 1                   # highest: newest wave
-                if deaths[i] and builder_births[chosen]:
+                if deaths[i] and builder_births[chosen] and i not in exempt:
+                    blocked.append(i)
                     chosen = -1   # would make a dying transient overlap a newborn one
         if chosen >= 0:
             builders[chosen].append(i)
@@ -128,4 +136,4 @@ def partition(func: Func, favor: Favor | str,
             builders.append([i])
             builder_births.append(bool(births[i]))
     waves = [sorted(ops) for ops in reversed(builders)]
-    return Schedule(func, favor, waves)
+    return Schedule(func, favor, waves, blocked=blocked)
