@@ -250,6 +250,12 @@ def test_imported_program_runs_with_kernels(tmp_path, capsys):
     np.testing.assert_array_equal(out[4], [1, 2, 3, 4])
 
 
+def test_compare_names_the_ops_that_are_not_dispatches(capsys):
+    assert main(["stream", "compare", str(DATA / "scale_concat.mlir")]) == 0
+    assert "@step: IREE 1 dispatches; imported 7 ops, 3 dispatches, 2 copy, 2 splat" in \
+        capsys.readouterr().out.splitlines()
+
+
 def test_compare_json(capsys):
     assert main(["stream", "compare", str(DATA / "scale_concat.mlir"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

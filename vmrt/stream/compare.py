@@ -135,7 +135,12 @@ def _function_title(comparison: Comparison, name: str) -> str:
     func = next((f for f in comparison.imported.program.funcs if f.name == name), None)
     if func is not None:
         stats = next(iter(comparison.vmrt[name].values()))
-        parts.append(f"imported {stats.ops} ops, {stats.dispatches} dispatches")
+        kinds: dict[str, int] = {}
+        for op in func.ops:
+            if op.kind != "dispatch":
+                kinds[op.kind] = kinds.get(op.kind, 0) + 1
+        others = "".join(f", {count} {kind}" for kind, count in sorted(kinds.items()))
+        parts.append(f"imported {stats.ops} ops, {stats.dispatches} dispatches{others}")
     else:
         parts.append("not imported")
     return " ".join(parts)
