@@ -221,3 +221,29 @@ def test_min_peak_memory_takes_a_merge_that_fits_in_the_slab():
     assert waves_by_name(low.schedule) == [["big"], ["s"], ["a", "c"], ["y"]]
     assert low.stats.transient_bytes == debug.stats.transient_bytes == 4096 + 64
     assert low.stats.concurrent_dispatches == 2
+
+
+EARLY_SIDE_USER = """
+program @p {
+  func @f(%x: external<64>) -> (external<64>, external<64>) {
+    %t = dispatch @ex::@a(%x) -> transient<4096>
+    %u = dispatch @ex::@b(%t) -> transient<1024>
+    %v = dispatch @ex::@c(%u) -> transient<1024>
+    %y = dispatch @ex::@d(%v) -> external<64>
+    %z = dispatch @ex::@side(%t) -> external<64>
+    return %y, %z
+  }
+}
+"""
+
+
+def test_max_concurrency_runs_ops_early_when_that_packs_smaller():
+    # As late as possible (upstream), @side joins the last wave and keeps the 4 KiB %t
+    # alive beside %u and %v; as soon as possible it runs beside @b and %t dies there.
+    func = parse_program(EARLY_SIDE_USER).funcs[0]
+    latest = partition(func, Favor.MAX_CONCURRENCY)
+    assert waves_by_name(latest) == [["t"], ["u"], ["v"], ["y", "z"]]
+    high = plan(func, Favor.MAX_CONCURRENCY)
+    assert waves_by_name(high.schedule) == [["t"], ["u", "z"], ["v"], ["y"]]
+    assert high.stats.transient_bytes == 4096 + 1024
+    assert high.stats.concurrent_dispatches == 2 and high.stats.waves == 4

@@ -94,7 +94,8 @@ def test_a_missing_or_repeated_op_is_named(example_plan):
     with pytest.raises(ScheduleError, match=r"in no wave"):
         verify_plan(_replanned(example_plan, waves[:-1]))
     with pytest.raises(ScheduleError, match=r"is in waves 0 and"):
-        verify_plan(_replanned(example_plan, [waves[0]] + [waves[0] + waves[1]] + waves[2:]))
+        verify_plan(_replanned(example_plan,
+                                [waves[0]] + [sorted(waves[0] + waves[1])] + waves[2:]))
 
 
 def test_live_transients_sharing_bytes_are_named(example_plan):

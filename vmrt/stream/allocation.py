@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from vmrt.stream.analysis import FuncAnalysis
 from vmrt.stream.ir import Func, Program
-from vmrt.stream.partition import FAVORS, Favor, Schedule, partition
+from vmrt.stream.partition import FAVORS, Favor, Schedule, earliest_waves, partition
 
 ALIGNMENT = 64
 
@@ -175,11 +175,25 @@ def _min_peak_memory_plan(func: Func, analysis: FuncAnalysis, alignment: int) ->
             best, exempt = trial, exempt | {candidate}
 
 
+def _max_concurrency_plan(func: Func, analysis: FuncAnalysis, alignment: int) -> Plan:
+    """max-concurrency as upstream (every op as late as possible), unless running every
+    op as soon as possible gives as many concurrent dispatches in a smaller slab (both
+    have the fewest waves the hazards allow)."""
+    latest = _packed(analysis, partition(func, Favor.MAX_CONCURRENCY, analysis), alignment)
+    earliest = _packed(analysis, earliest_waves(func, analysis), alignment)
+    if earliest.layout.size < latest.layout.size and \
+            earliest.stats.concurrent_dispatches >= latest.stats.concurrent_dispatches:
+        return earliest
+    return latest
+
+
 def plan(func: Func, favor: Favor | str, analysis: FuncAnalysis | None = None,
          alignment: int = ALIGNMENT) -> Plan:
     analysis = analysis or FuncAnalysis(func)
     if Favor(favor) is Favor.MIN_PEAK_MEMORY:
         return _min_peak_memory_plan(func, analysis, alignment)
+    if Favor(favor) is Favor.MAX_CONCURRENCY:
+        return _max_concurrency_plan(func, analysis, alignment)
     return _packed(analysis, partition(func, favor, analysis), alignment)
 
 

@@ -137,3 +137,19 @@ def partition(func: Func, favor: Favor | str, analysis: FuncAnalysis | None = No
             builder_births.append(bool(births[i]))
     waves = [sorted(ops) for ops in reversed(builders)]
     return Schedule(func, favor, waves, blocked=blocked)
+
+
+def earliest_waves(func: Func, analysis: FuncAnalysis | None = None) -> Schedule:
+    """max-concurrency's other extreme: every op in the earliest wave it may run in (a
+    user in its producer's wave, one after a hazard), i.e. as soon as possible. It has
+    as few waves as the as-late-as-possible partition (both are the longest chain of
+    hazards) but other live ranges; vmrt.stream.allocation keeps the better of the two."""
+    analysis = analysis or FuncAnalysis(func)
+    level = [0] * len(func.ops)
+    for i in range(len(func.ops)):
+        for j in analysis.successors[i]:
+            level[j] = max(level[j], level[i] + (1 if j in analysis.hazards[i] else 0))
+    waves: list[list[int]] = [[] for _ in range(max(level, default=-1) + 1)]
+    for index, number in enumerate(level):
+        waves[number].append(index)
+    return Schedule(func, Favor.MAX_CONCURRENCY, waves)
