@@ -74,8 +74,9 @@ def pack(slices: list[Slice], alignment: int = ALIGNMENT) -> SlabLayout:
         best_offset = None
         best_gap = None
         cursor = 0
+        start, end = piece.start_wave, piece.end_wave
         for other in placed:
-            if not other.intersects(piece):
+            if other.start_wave > end or start > other.end_wave:    # not live together
                 continue
             candidate = align(cursor, alignment)
             gap = other.offset - candidate
@@ -153,26 +154,55 @@ def _packed(analysis: FuncAnalysis, schedule: Schedule, alignment: int) -> Plan:
                                          alignment))
 
 
+class _MergeTrials:
+    """min-peak-memory's trials: refused ops let in (exempt from the transient rule)
+    while the repacked slab stays within the budget and the waves get fewer."""
+
+    def __init__(self, func: Func, analysis: FuncAnalysis, alignment: int):
+        self.func, self.analysis, self.alignment = func, analysis, alignment
+        self.exempt: frozenset[int] = frozenset()
+        self.best = self.packed(self.exempt)
+        self.budget = self.best.layout.size
+
+    def packed(self, exempt: frozenset[int]) -> Plan:
+        return _packed(self.analysis, partition(self.func, Favor.MIN_PEAK_MEMORY,
+                                                self.analysis, exempt), self.alignment)
+
+    def attempt(self, group: list[int]) -> bool:
+        """Lets `group` in together if the result fits and has fewer waves."""
+        trial = self.packed(self.exempt | frozenset(group))
+        if trial.layout.size <= self.budget and \
+                len(trial.schedule.waves) < len(self.best.schedule.waves):
+            self.best, self.exempt = trial, self.exempt | frozenset(group)
+            return True
+        return False
+
+
 def _min_peak_memory_plan(func: Func, analysis: FuncAnalysis, alignment: int) -> Plan:
     """min-peak-memory with the merges its transient rule refused where the slab allows
     them: the rule keeps debug's slab by never letting a dying transient share a wave
     with a newborn one, which also refuses merges whose overlap fits in the slab's
-    gaps. Each refused op (from the end of the function) is let in on trial and kept
-    when the repacked slab is no larger and the waves fewer; each op is tried once."""
-    best = _packed(analysis, partition(func, Favor.MIN_PEAK_MEMORY, analysis), alignment)
-    budget = best.layout.size
-    exempt: frozenset[int] = frozenset()
-    tried: set[int] = set()
+    gaps. The refused ops are let in on trial, all together first and, when that does
+    not fit, half by half down to single ops (so a function where most merges fit
+    takes few repackings); a trial is kept when the repacked slab is no larger and the
+    waves fewer. Each op is settled once: let in, or refused on its own."""
+    trials = _MergeTrials(func, analysis, alignment)
+    settled: set[int] = set()
     while True:
-        candidate = next((i for i in best.schedule.blocked if i not in tried), None)
-        if candidate is None:
-            return best
-        tried.add(candidate)
-        trial = _packed(analysis, partition(func, Favor.MIN_PEAK_MEMORY, analysis,
-                                            exempt | {candidate}), alignment)
-        if trial.layout.size <= budget and \
-                len(trial.schedule.waves) < len(best.schedule.waves):
-            best, exempt = trial, exempt | {candidate}
+        pending = [i for i in trials.best.schedule.blocked if i not in settled]
+        if not pending:
+            return trials.best
+        groups = [pending]
+        while groups:
+            blocked = set(trials.best.schedule.blocked)
+            group = [i for i in groups.pop() if i in blocked and i not in settled]
+            if not group:
+                continue
+            if trials.attempt(group) or len(group) == 1:
+                settled.update(group)
+                continue
+            half = len(group) // 2
+            groups += [group[half:], group[:half]]      # the first half is tried first
 
 
 def _max_concurrency_plan(func: Func, analysis: FuncAnalysis, alignment: int) -> Plan:
