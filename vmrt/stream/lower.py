@@ -45,6 +45,7 @@ from vmrt.stream.allocation import Plan, plan
 from vmrt.stream.evaluate import pattern_bytes
 from vmrt.stream.ir import Func, Lifetime, Op, Program, StreamError
 from vmrt.stream.partition import DEFAULT_FAVOR, Favor, resolve_favor
+from vmrt.stream.verify import verify_plan
 
 #: calling conventions of the imports used (runtime/src/iree/modules/hal/exports.inl,
 #: runtime/src/iree/modules/io/parameters/exports.inl).
@@ -555,6 +556,7 @@ def lower(program: Program, default_favor: Favor | str = DEFAULT_FAVOR, *,
                               "'__' are the module's own)", func.loc)
         favor = default_favor if force else resolve_favor(program, func, default_favor)
         plans[func.name] = plan(func, favor)
+        verify_plan(plans[func.name])       # lowered only once proven (vmrt.stream.verify)
         bodies.append(_FunctionLowering(func, plans[func.name], kernels, rodata,
                                         imports).lower())
     name = _module_name(program.name)
