@@ -247,3 +247,9 @@ def test_max_concurrency_runs_ops_early_when_that_packs_smaller():
     assert waves_by_name(high.schedule) == [["t"], ["u", "z"], ["v"], ["y"]]
     assert high.stats.transient_bytes == 4096 + 1024
     assert high.stats.concurrent_dispatches == 2 and high.stats.waves == 4
+
+
+def test_plan_names_an_unknown_favor():
+    func = parse_program(UPSTREAM_SHAPE).funcs[0]
+    with pytest.raises(StreamError, match="partitioning favor"):
+        plan(func, "fastest")

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from vmrt.stream.analysis import FuncAnalysis
 from vmrt.stream.ir import Func, Program
-from vmrt.stream.partition import FAVORS, Favor, Schedule, earliest_waves, partition
+from vmrt.stream.partition import (FAVORS, Favor, Schedule, earliest_waves, parse_favor,
+                                   partition)
 
 ALIGNMENT = 64
 
@@ -219,10 +220,11 @@ def _max_concurrency_plan(func: Func, analysis: FuncAnalysis, alignment: int) ->
 
 def plan(func: Func, favor: Favor | str, analysis: FuncAnalysis | None = None,
          alignment: int = ALIGNMENT) -> Plan:
+    favor = parse_favor(favor)
     analysis = analysis or FuncAnalysis(func)
-    if Favor(favor) is Favor.MIN_PEAK_MEMORY:
+    if favor is Favor.MIN_PEAK_MEMORY:
         return _min_peak_memory_plan(func, analysis, alignment)
-    if Favor(favor) is Favor.MAX_CONCURRENCY:
+    if favor is Favor.MAX_CONCURRENCY:
         return _max_concurrency_plan(func, analysis, alignment)
     return _packed(analysis, partition(func, favor, analysis), alignment)
 
