@@ -25,9 +25,12 @@ kernel name -> callable), io_parameters over `--parameters` archives, and with
 `--check` compares every result byte for byte with a plain numpy evaluation.
 `import` runs iree-compile (iree-base-compiler) on a model up to IREE's own
 partitioning and converts that stream IR into a program, one function per IREE
-function; `compare` prints, per favor, IREE's transient bytes, concurrent
-dispatches and waves beside vmrt's on the imported program (vmrt/stream/README.md,
-"Importing IREE programs").
+function (functions with no stream work, such as the synchronous wrapper of an
+async entry point, are skipped and named); `compare` prints, per function with
+dispatches and per favor, IREE's transient bytes, concurrent dispatches and waves
+beside vmrt's on the imported program, every vmrt plan verified first
+(vmrt/stream/README.md, "Importing IREE programs"). When the import fails, the error
+is one line (op counts by name, the first location); `--verbose` lists every op.
 """
 
 from __future__ import annotations
