@@ -10,8 +10,9 @@ function's signature (`--input=5`, `--input=-1.5`, `--input=(null)`) and
 stdout is what iree-run-module prints: `EXEC @F`, then `result[N]: i32=7`
 lines. `--output=` takes `-` (the value as its result line shows it: a buffer
 view under a `hal.buffer_view` line), `` (skip), `@file.npy`, `+file.npy`,
-`@file.bin` and `+file.bin`; `--expected_output=` compares the results and exits 1 on a
-mismatch. `--device`, `--output_max_element_count` (alias
+`@file.bin` and `+file.bin`; `--expected_output=` compares the results (tensors
+within `--expected_f32_threshold` etc., or `--equality_mode=exact`), prints
+`[SUCCESS]` or `[FAILED]` lines with expected and actual, and exits 1 on a mismatch. `--device`, `--output_max_element_count` (alias
 `--print_max_element_count`), `--print_statistics` and `--module_mode` are
 accepted so iree-run-module command lines work unchanged; they change nothing
 for scalar functions. `--parameters=[SCOPE=]FILE` (.irpa, .safetensors, .gguf;
@@ -53,7 +54,18 @@ def add_arguments(parser) -> None:
                         help="per result: `-` print, `` ignore, `@f.npy`/`+f.npy`/`@f.bin`/"
                              "`+f.bin` write or append")
     parser.add_argument("--expected_output", action="append", default=[], metavar="VALUE",
-                        help="compare results against these values (`(ignored)` skips one)")
+                        help="compare results against these values (`(ignored)` skips one; "
+                             "tensors as --input takes them)")
+    parser.add_argument("--equality_mode", default="approximate",
+                        choices=("approximate", "exact"),
+                        help="how --expected_output compares float tensors: within "
+                             "`atol + rtol * abs(expected)` (NaN equals NaN), or byte for byte")
+    for name, atol in (("f16", 0.001), ("f32", 0.0001), ("f64", 0.0001), ("bf16", 0.01)):
+        parser.add_argument(f"--expected_{name}_threshold", type=float, default=atol,
+                            metavar="ATOL", help=f"absolute tolerance for {name} elements in "
+                                                 "approximate mode")
+    parser.add_argument("--expected_rtol", type=float, default=1e-5, metavar="RTOL",
+                        help="relative tolerance for float elements in approximate mode")
     parser.add_argument("--trace_execution", nargs="?", const="true", default="false",
                         metavar="BOOL", help="trace every executed VM op, with its operand "
                                              "values, to stderr (iree-run-module's format)")
@@ -179,23 +191,26 @@ def print_results(results: list, kinds: list[str], out, max_element_count: int =
         out.write(f"result[{index}]: {fio.format_value(kind, value, max_element_count)}\n")
 
 
-def parse_inputs(fragment: str, specs, hal, streams) -> list:
+def parse_inputs(fragment: str, specs, hal, streams, expected: bool = False) -> list:
     """Arguments from --input values: scalars as iree-run-module parses them, and for
-    ref arguments buffer views (`2x3xf32=1 2 3 4 5 6`, splats, `@f.npy`, ...)."""
+    ref arguments buffer views (`2x3xf32=1 2 3 4 5 6`, splats, `@f.npy`, ...).
+    With `expected` (--expected_output values), `(ignored)` is fio.IGNORED."""
     if "r" not in fragment or hal is None or "C" in fragment:
-        return fio.parse_values(fragment, specs)
+        return fio.parse_values(fragment, specs, expected=expected)
     from vmrt.hal.buffer_view_io import parse_tensor_input
     kinds = [c for c in fragment if c != "v"]
     values: list = []
     for spec in specs:
         kind = kinds[len(values)] if len(values) < len(kinds) else "r"
-        if kind == "r":
+        if kind == "r" and expected and spec.strip() == "(ignored)":
+            values.append(fio.IGNORED)
+        elif kind == "r":
             try:
                 values.extend(parse_tensor_input(spec, hal.devices[0], streams))
             except VmrtError as error:
                 raise error.annotate(f"parsing input `{spec.strip()}`")
         else:
-            values.extend(fio.parse_values(kind, [spec]))
+            values.extend(fio.parse_values(kind, [spec], expected=expected))
     return values
 
 
@@ -266,8 +281,6 @@ def write_outputs(results: list, kinds: list[str], specs: list[str], out,
 
 
 def _same(kind: str, expected, actual) -> bool:
-    if kind == "r":
-        return expected is None and actual is None
     if kind in "fF" and math.isnan(expected) and math.isnan(actual):
         return True
     return expected == actual
@@ -277,29 +290,58 @@ def _shown(kind: str, value) -> str:
     return fio.format_g(value, upper=True) if kind in "fF" else str(value)
 
 
-def check_expected(results: list, kinds: list[str], fragment: str, specs: list[str],
-                   out) -> bool:
+def _equality(args):
+    """The vmrt.hal.buffer_view_match.Equality the --equality_mode and
+    --expected_*_threshold/--expected_rtol flags ask for."""
+    from vmrt.hal.buffer_view_match import Equality
+    return Equality(args.equality_mode, f16_atol=args.expected_f16_threshold,
+                    bf16_atol=args.expected_bf16_threshold,
+                    f32_atol=args.expected_f32_threshold,
+                    f64_atol=args.expected_f64_threshold, rtol=args.expected_rtol)
+
+
+def _ref_mismatch(index: int, want, got, equality) -> str | None:
+    """The [FAILED] text of a ref result that does not match, or None (an expected
+    `(null)` is, as upstream reads it from its variant list, not compared)."""
+    if want is None:
+        return None
+    if fio.is_buffer_view(want) and fio.is_buffer_view(got):
+        from vmrt.hal.buffer_view_io import format_buffer_view
+        from vmrt.hal.buffer_view_match import match_equal
+        why = match_equal(want, got, equality)
+        if why is None:
+            return None
+        return (f"[FAILED] result[{index}]: {why}\n  expected:\n{format_buffer_view(want)}"
+                f"\n  actual:\n{format_buffer_view(got)}")
+    got_name = "(null)" if got is None else fio.ref_type_name(got)
+    return (f"[FAILED] result[{index}]: variant types mismatch; expected "
+            f"{fio.ref_type_name(want)} but got {got_name}")
+
+
+def check_expected(results: list, kinds: list[str], expected: list, out,
+                   equality=None) -> bool:
     """--expected_output: prints [FAILED] lines per mismatch or one [SUCCESS] line.
+    `expected` holds parse_inputs(..., expected=True) of the values; tensors are
+    compared as iree-run-module compares them (vmrt.hal.buffer_view_match).
 
     (iree-run-module 3.13.0 reports every scalar as "variant types mismatch;
     expected i32 but got i32": its comparison.cc tests the types inverted.
     vmrt compares the values, with upstream's message formats.)
     """
-    try:
-        expected = fio.parse_values(fragment, specs, expected=True)
-    except VmrtError as error:
-        raise error.annotate("parsing expected function outputs")
     lines = []
     if len(expected) != len(results):
         lines.append(f"[FAILED] expected {len(expected)} list elements but {len(results)} "
                      "provided")
     else:
         for index, (kind, want, got) in enumerate(zip(kinds, expected, results)):
-            if want is fio.IGNORED or _same(kind, want, got):
+            if want is fio.IGNORED:
                 continue
             if kind == "r":
-                lines.append(f"[FAILED] result[{index}]: variant types mismatch; expected "
-                             f"(null) but got {fio.ref_type_name(got)}")
+                failure = _ref_mismatch(index, want, got, equality)
+                if failure is not None:
+                    lines.append(failure)
+                continue
+            if _same(kind, want, got):
                 continue
             type_name = fio.TYPE_NAMES[kind]
             lines.append(f"[FAILED] result[{index}]: {type_name} values differ\n"
@@ -403,8 +445,13 @@ def run(args) -> int:
                 raise error.annotate("waiting on finish fence")
         try:
             if args.expected_output:
-                matched = check_expected(results, kinds, function.results,
-                                         args.expected_output, out)
+                try:
+                    expected = parse_inputs(function.results, args.expected_output, hal,
+                                            streams, expected=True)
+                except VmrtError as error:
+                    raise error.annotate("parsing expected function outputs")
+                equality = _equality(args) if hal is not None else None
+                matched = check_expected(results, kinds, expected, out, equality)
                 return 0 if matched else 1
             if args.output:
                 try:
