@@ -134,3 +134,54 @@ def test_a_missing_parameter_archive_fails_even_when_the_module_takes_none(tmp_p
     # As iree-run-module opens --parameters files before it looks at the module.
     with pytest.raises(FileNotFoundError):
         vmrt.load(EXAMPLES / "mlp.vmfb", parameters=tmp_path / "missing.irpa")
+
+
+# -- issue 39, item 2: tensor arguments take what numpy.asarray takes, with the declared dtype --
+@pytest.mark.parametrize("value", [[[1, 0.5, -0.5, 2]], ((1, 0.5, -0.5, 2),), [[1, 0, 0, 2]]])
+def test_nested_lists_become_tensors_of_the_declared_dtype(value):
+    with vmrt.load(EXAMPLES / "mlp.vmfb") as m:
+        # (ints too: the declaration says tensor<1x4xf32>, so they become float32)
+        np.testing.assert_array_equal(m.predict(value),
+                                      m.predict(np.asarray(value, np.float32)))
+
+
+def test_a_flat_list_for_a_2d_tensor_fails_on_its_shape_not_as_a_vm_list():
+    with vmrt.load(EXAMPLES / "mlp.vmfb") as m, pytest.raises(vmrt.VmrtError) as error:
+        m.predict([1, 0.5, -0.5, 2])
+    assert "shape" in str(error.value) and "vm.list" not in str(error.value)
+
+
+def test_dynamic_integer_tensors_from_lists(corpus):
+    dynamic = next(module for module in corpus if module.name == "tensor_dynamic")
+    with vmrt.load(dynamic.vmfb) as m:
+        result = m.concat_dyn([1, 2], [3])
+        assert result.dtype == np.int32 and result.tolist() == [1, 2, 3]
+        assert m.scale_dyn([1, 2, 3], 2) .tolist() == [2, 4, 6]
+
+
+def test_values_numpy_cannot_convert_name_the_argument():
+    with vmrt.load(EXAMPLES / "mlp.vmfb") as m, pytest.raises(vmrt.VmrtError) as error:
+        m.predict([["a", 1, 2, 3]])
+    assert error.value.code == vmrt.StatusCode.INVALID_ARGUMENT
+    assert "argument 0 (%input0: tensor<1x4xf32>)" in str(error.value)
+
+
+# -- issue 39, item 14: a function's inputs and outputs; exports without internals ------------
+def test_function_inputs_and_outputs_from_the_declaration(corpus):
+    with vmrt.load(EXAMPLES / "mlp.vmfb") as m:
+        (x,), (y,) = m.predict.inputs, m.predict.outputs
+        assert (x.name, x.type, x.shape, x.dtype) == ("input0", "tensor<1x4xf32>", (1, 4),
+                                                      "float32")
+        assert (y.name, y.shape, y.element_type) == ("output0", (1, 3), "f32")
+    dynamic = next(module for module in corpus if module.name == "tensor_dynamic")
+    with vmrt.load(dynamic.vmfb) as m:
+        tensor, scalar = m.scale_dyn.inputs
+        assert (tensor.shape, tensor.dtype, tensor.is_tensor) == ((None,), "float32", True)
+        assert (scalar.type, scalar.shape, scalar.dtype, scalar.is_tensor) == (
+            "f32", None, "float32", False)
+
+
+def test_exports_leave_out_internal_functions():
+    with vmrt.load(EXAMPLES / "mlp.vmfb") as m:
+        assert "__init" in m.module.export_names()
+        assert m.exports == ["predict"]

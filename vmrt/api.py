@@ -105,7 +105,9 @@ class LoadedModule:
 
     @property
     def exports(self) -> list[str]:
-        return self.module.export_names()
+        """The functions to call: every export but the internal `__init`/`__deinit`
+        (module.export_names() has them all; `function(name)` calls any)."""
+        return [name for name in self.module.export_names() if not name.startswith("__")]
 
     def function(self, name: str) -> Function:
         """The export `name` (also for names that are not Python identifiers)."""

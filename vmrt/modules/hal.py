@@ -847,6 +847,23 @@ class HostAdapter:
             converted[position] = view
         return tuple(converted)
 
+    def tensor_arguments(self, args: tuple, inputs) -> tuple:
+        """Values at the declaration's tensor `inputs` (vmrt.vm.declaration.ValueInfo)
+        that are not arrays or refs, nested lists and numbers, become numpy arrays of
+        the declared dtype, as numpy.asarray(value, dtype) makes them."""
+        converted = list(args)
+        for position, (value, info) in enumerate(zip(args, inputs)):
+            if not info.is_tensor or info.dtype is None or value is None or \
+                    isinstance(value, RefObject) or hasattr(value, "__array_interface__"):
+                continue
+            import numpy as np
+            try:
+                converted[position] = np.asarray(value, dtype=info.dtype)
+            except (TypeError, ValueError, OverflowError) as error:
+                raise HalError(f"argument {position} ({info}): {error}",
+                               StatusCode.INVALID_ARGUMENT) from None
+        return tuple(converted)
+
     def create_signal_fence(self) -> Fence:
         """A fence for an async-external call to signal (vmrt.vm.invocation.AsyncFunction)."""
         return self.device.create_fence()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from vmrt.errors import StatusCode, VMError
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.cconv import Signature, signature_of
+from vmrt.vm.declaration import ValueInfo, parse_declaration
 from vmrt.vm.list import VMList
 from vmrt.vm.module import ModuleInstance, run_to_completion
 from vmrt.vm.numerics import f32
@@ -43,6 +44,11 @@ class HostAdapter(Protocol):
 
     def wait_fence(self, fence: Any) -> None:
         """Blocks until `fence` is signalled."""
+
+    def tensor_arguments(self, args: tuple, inputs: list[ValueInfo]) -> tuple:
+        """`args` with each value the declaration's `inputs` say is a tensor, and that
+        is not an array or ref, made an array of the declared dtype (as numpy.asarray
+        would); an adapter without this method leaves such values alone."""
 
 
 def _sole_local_count() -> int:
@@ -123,7 +129,16 @@ def _to_ref(value):
     raise TypeError(f"{type(value).__name__} is not a ref (buffer, list or None)")
 
 
-_CONVERT = {"i": _to_i32, "I": _to_i64, "f": lambda v: f32(_real(v)), "F": _real, "r": _to_ref}
+def _to_tensor_ref(value):
+    """A ref at a declared tensor position: what is not yet a ref (an array, a nested
+    list) is for the host adapter to convert (Function._convert_declared)."""
+    if value is None or isinstance(value, RefObject):
+        return value
+    raise TypeError(f"{type(value).__name__} is not a tensor")
+
+
+_CONVERT = {"i": _to_i32, "I": _to_i64, "f": lambda v: f32(_real(v)), "F": _real, "r": _to_ref,
+            "t": _to_tensor_ref}
 
 
 def convert_arguments(signature: Signature, args) -> list:
@@ -196,12 +211,12 @@ class Function:
         self.arguments, self.results = signature.fragments
         self._fn = fn
         self._may_yield = instance.is_generator(name)
-        self._convert: Callable[..., Any] = (
-            _argument_converter(signature.arguments) if not signature.has_spans
-            else lambda *args: convert_arguments(signature, args))
         # Only calls with ref values have anything for the host adapter to convert.
         host = context.host_adapter
         self._host = host if host is not None and signature.has_refs else None
+        self._convert: Callable[..., Any] = (
+            _argument_converter(self._marked_tensors()) if not signature.has_spans
+            else lambda *args: convert_arguments(signature, args))
 
     @property
     def entry(self) -> Callable[..., Any]:
@@ -219,6 +234,26 @@ class Function:
         tensors, from iree-compile), `iree.abi.model`, ...; empty when it has none."""
         return dict(self.instance.module.export_attrs(self.name))
 
+    @property
+    def declaration(self) -> str:
+        """The export's signature for people: its `iree.abi.declaration`, or else
+        `name(cconv arguments) -> (cconv results)`."""
+        text = self.instance.module.export_attrs(self.name).get("iree.abi.declaration")
+        return text or f"{self.name}({self.arguments}) -> ({self.results})"
+
+    @property
+    def inputs(self) -> list[ValueInfo]:
+        """The inputs the declaration names (name, type, shape, dtype: vmrt.vm.declaration
+        .ValueInfo), as onnxruntime's get_inputs(); empty when the module has none."""
+        parsed = parse_declaration(self.declaration)
+        return parsed[0] if parsed else []
+
+    @property
+    def outputs(self) -> list[ValueInfo]:
+        """The outputs the declaration names (see `inputs`)."""
+        parsed = parse_declaration(self.declaration)
+        return parsed[1] if parsed else []
+
     def __repr__(self) -> str:
         # As iree.runtime shows a VmFunction: the cconv, then the reflection (whose
         # iree.abi.declaration tells the tensor types the cconv's refs carry).
@@ -234,7 +269,7 @@ class Function:
         try:
             converted = self._convert(*args)
         except (TypeError, ValueError, OverflowError):
-            converted = convert_arguments(self.signature, args)  # names the bad argument
+            converted = self._convert_declared(args)
         try:
             result = self._fn(*converted)
             if self._may_yield:
@@ -246,6 +281,28 @@ class Function:
         except BaseException as exc:
             self.context._vm_errors().__exit__(type(exc), exc, exc.__traceback__)
             raise
+
+    def _marked_tensors(self) -> tuple:
+        """The cconv's arguments, with refs the declaration says are tensors as `t`
+        when a host adapter converts them: a list there is not a vm.list but the
+        elements of a tensor (taken on the slow path, _convert_declared)."""
+        elements = self.signature.arguments
+        if self._host is None:
+            return elements
+        inputs = self.inputs
+        return tuple("t" if element == "r" and index < len(inputs) and inputs[index].is_tensor
+                     else element for index, element in enumerate(elements))
+
+    def _convert_declared(self, args: tuple) -> list:
+        """The arguments the fast path refused: nested lists and numbers where the
+        declaration says tensor become arrays of its dtype (the host adapter's
+        tensor_arguments); what still does not convert is a VMError naming the
+        argument."""
+        host = self._host
+        if host is not None and hasattr(host, "tensor_arguments"):
+            args = host.convert_arguments(self.signature,
+                                          host.tensor_arguments(args, self.inputs))
+        return convert_arguments(self.signature, args)  # (names a bad argument)
 
     def invoke_async(self, *args: Any) -> Invocation:
         """Starts a call that may yield; resume it step by step with Invocation.resume."""
@@ -291,6 +348,9 @@ class _FencedHost:
 
     def convert_arguments(self, signature: Signature, args: tuple) -> tuple:
         return self.host.convert_arguments(signature, args)
+
+    def tensor_arguments(self, args: tuple, inputs: list[ValueInfo]) -> tuple:
+        return self.host.tensor_arguments(args, inputs)
 
     def convert_results(self, signature: Signature, result: Any, sole: bool = False) -> Any:
         self.host.wait_fence(self.signal)
