@@ -6,7 +6,10 @@ disassembler.c, format INLINE_VALUES):
 
     [module.function+0000001F]    %i3 = vm.add.i32 %i1(0), %i0(3)
 
-The function is named by the debug database, or `@ordinal` without one; the
+The function is named by its export, else by the debug database, else
+`@ordinal`. (Upstream asks the debug database only, whose entries iree-compile
+does not always write by ordinal: examples/scalar.vmfb's holds one, `demo`,
+so upstream's label for gcd's ops would be `demo` and for collatz's `@1`.) The
 op is its iree-dump-module disassembly with three changes: a block marker is
 `<block>`, a branch target is `^` and the block's offset (`^0000001E`), and
 every register the op reads is followed by its value in parentheses (i32 and
@@ -164,11 +167,9 @@ class TraceFormatter:
     def function_label(self, frame) -> str:
         module = frame.instance.module
         ordinal = frame.function.ordinal
-        debug = module.definition.debug_database
-        name = None
-        if debug is not None and debug.functions and ordinal < len(debug.functions):
-            source_map = debug.functions[ordinal]
-            name = source_map.local_name if source_map is not None else None
+        names = self._printer(module).names
+        name = names.first_export.get(ordinal) or (
+            names.debug[ordinal] if ordinal < len(names.debug) else None)
         return f"{module.name}.{name}" if name else f"{module.name}@{ordinal}"
 
     def format(self, frame, decoded) -> str:
