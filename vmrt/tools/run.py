@@ -155,14 +155,15 @@ def load_parameters(specs, mode: str = "mmap"):
 def resolve_function(context: Context, main, name: str) -> Function:
     """The export `name` of the main (last) module, or `module.name`, or the
     only non-internal export when `name` is empty (as iree-run-module)."""
+    candidates = [n for n in main.export_names() if not n.startswith("__") and "$" not in n]
     if not name:
-        candidates = [n for n in main.export_names() if not n.startswith("__") and "$" not in n]
         if not candidates:
             raise VmrtError("no exported functions found in module; at least one must be "
                             "present", StatusCode.INVALID_ARGUMENT)
         if len(candidates) > 1:
-            raise VmrtError("more than one exported function present; --function= must be "
-                            "specified explicitly", StatusCode.INVALID_ARGUMENT)
+            raise VmrtError(f"more than one exported function present ({', '.join(candidates)}"
+                            "); --function= must be specified explicitly",
+                            StatusCode.INVALID_ARGUMENT)
         return context.function(main.name, candidates[0])
     if name in main.export_names():
         return context.function(main.name, name)
@@ -171,8 +172,19 @@ def resolve_function(context: Context, main, name: str) -> Function:
         for instance in context.instances:
             if instance.module.name == module_name and export in instance.module.export_names():
                 return context.function(module_name, export)
-    raise VmrtError(f"no function `{name}` exported by module '{main.name}'",
+    raise VmrtError(f"no function `{name}` exported by module '{main.name}'"
+                    f"{_suggestion(name, candidates)}",
                     StatusCode.NOT_FOUND).annotate(f"looking up function '{name}'")
+
+
+def _suggestion(name: str, candidates: list[str]) -> str:
+    """` (did you mean `gcd`?)` for a misspelt export, else the exports there are
+    (iree-run-module names neither)."""
+    import difflib
+    close = difflib.get_close_matches(name, candidates, n=1)
+    if close:
+        return f" (did you mean `{close[0]}`?)"
+    return f" (it exports {', '.join(candidates)})" if candidates else ""
 
 
 # ---------------------------------------------------------------------------
@@ -437,7 +449,9 @@ def run(args) -> int:
                               f"arguments but passed {len(values)}", StatusCode.INVALID_ARGUMENT)
             results = _result_list(function(*values), kinds)
         except VmrtError as error:
-            raise error.annotate(f"invoking function '{function.name}'")
+            # (the declaration last, as iree-run-module shows it)
+            raise error.annotate(f"invoking function '{function.name}'").annotate(
+                f"`{function.declaration}`")
         if finish is not None:
             try:
                 finish.wait()

@@ -297,12 +297,15 @@ class Function:
         """The arguments the fast path refused: nested lists and numbers where the
         declaration says tensor become arrays of its dtype (the host adapter's
         tensor_arguments); what still does not convert is a VMError naming the
-        argument."""
+        argument and showing the function's declaration."""
         host = self._host
         if host is not None and hasattr(host, "tensor_arguments"):
             args = host.convert_arguments(self.signature,
                                           host.tensor_arguments(args, self.inputs))
-        return convert_arguments(self.signature, args)  # (names a bad argument)
+        try:
+            return convert_arguments(self.signature, args)
+        except VMError as error:  # (names a bad argument; the declaration shows them all)
+            raise error.annotate(f"calling `{self.declaration}`") from None
 
     def invoke_async(self, *args: Any) -> Invocation:
         """Starts a call that may yield; resume it step by step with Invocation.resume."""

@@ -1,0 +1,67 @@
+"""`vmrt run` as a new user meets it (issue 39), through the CLI in a subprocess:
+errors that say what to do (the signature of a call given the wrong arguments,
+"did you mean" for a misspelt function, the exports to choose from)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import vmrt
+
+REPO = Path(__file__).resolve().parents[2]
+SCALAR = REPO / "examples" / "scalar.vmfb"
+MLP = REPO / "examples" / "mlp.vmfb"
+
+
+def vmrt_run(*argv):
+    """`python -m vmrt run ARGV`: (exit code, stdout, stderr)."""
+    result = subprocess.run([sys.executable, "-m", "vmrt", "run", *map(str, argv)],
+                            capture_output=True, text=True, cwd=REPO)
+    return result.returncode, result.stdout, result.stderr
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vmrt: error: "), err
+    return lines[0]
+
+
+# -- item 4 ---------------------------------------------------------------------------------------
+def test_a_wrong_argument_count_shows_the_signature():
+    code, out, err = vmrt_run(f"--module={MLP}")
+    assert (code, out) == (1, "EXEC @predict\n")
+    assert one_error_line(err).endswith(
+        "expected 1 arguments but passed 0; invoking function 'predict'; "
+        "`sync func @predict(%input0: tensor<1x4xf32>) -> (%output0: tensor<1x3xf32>)`")
+
+
+def test_a_misspelt_function_gets_a_suggestion():
+    code, _, err = vmrt_run(f"--module={SCALAR}", "--function=gdc", "--input=1")
+    assert code == 1
+    assert "no function `gdc` exported by module 'module' (did you mean `gcd`?)" in \
+        one_error_line(err)
+
+
+def test_an_unknown_function_lists_the_exports():
+    code, _, err = vmrt_run(f"--module={SCALAR}", "--function=xyzzy")
+    assert code == 1
+    assert "(it exports gcd, collatz, newton_sqrt, demo)" in one_error_line(err)
+
+
+def test_several_exports_and_no_function_lists_them():
+    code, _, err = vmrt_run(f"--module={SCALAR}")
+    assert code == 1
+    assert "more than one exported function present (gcd, collatz, newton_sqrt, demo); " \
+           "--function= must be specified explicitly" in one_error_line(err)
+
+
+def test_a_python_call_with_the_wrong_count_shows_the_declaration():
+    with vmrt.load(SCALAR) as m, pytest.raises(vmrt.VMError) as error:
+        m.gcd(1)
+    assert str(error.value) == ("INVALID_ARGUMENT: expected 2 arguments, got 1; calling "
+                                "`sync func @gcd(%input0: i32, %input1: i32) -> "
+                                "(%output0: i32)`")
