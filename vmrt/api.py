@@ -39,7 +39,24 @@ def _is_vmasm_text(data: str) -> bool:
     return "vm.module" in data and ("\n" in data or "{" in data)
 
 
-def _module_from(source: ModuleSource) -> BytecodeModule:
+def _check_not_source(head: bytes, name: str, path: bool = True) -> None:
+    """Text that is not vmasm (MLIR, most often) is not a module: say to compile it,
+    rather than what the FlatBuffer reader makes of its first bytes."""
+    if b"\0" in head or not head.strip():
+        return
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.start < len(head) - 3:  # (not just a character cut at the 4 KiB mark)
+            return
+    source, output = (name, Path(name).with_suffix(".vmfb")) if path else ("IN.mlir", "OUT.vmfb")
+    raise VmrtError(f"{name} is text, not a compiled module: compile MLIR first (`iree-compile "
+                    "--iree-hal-target-device=local --iree-hal-local-target-device-backends="
+                    f"vmvx {source} -o {output}`); vmasm text needs a `vm.module`",
+                    StatusCode.INVALID_ARGUMENT)
+
+
+def module_from(source: ModuleSource) -> BytecodeModule:
     """The module of a path, vmasm text or module bytes."""
     from vmrt.vm.module import load_module
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -49,18 +66,21 @@ def _module_from(source: ModuleSource) -> BytecodeModule:
         head = bytes(data[:4096])
         if b"\0" not in head and _is_vmasm_text(head.decode("utf-8", "replace")):
             return _assemble(bytes(data).decode("utf-8"), "<vmasm>")
+        _check_not_source(head, "the module data", path=False)
         return load_module(data)
     if isinstance(source, str) and _is_vmasm_text(source):
         return _assemble(source, "<vmasm>")
     if isinstance(source, (str, os.PathLike)):
-        return _module_from_file(Path(source))
+        return module_from_file(Path(source))
     raise VmrtError(f"cannot load a module from {type(source).__name__} (expected a path, "
                     "vmasm text or module bytes)", StatusCode.INVALID_ARGUMENT)
 
 
-def _module_from_file(path: Path) -> BytecodeModule:
+def module_from_file(path: Path) -> BytecodeModule:
     """The module of a file: vmasm text is read and assembled; a module file is mapped
-    read-only (its pages stay shared with the page cache: weights are never copied)."""
+    read-only (its pages stay shared with the page cache: weights are never copied);
+    other text (MLIR) fails saying to compile it. vmrt.load and `vmrt run` load files
+    with this."""
     from vmrt.vm.module import load_module
     try:
         with open(path, "rb") as file:
@@ -75,6 +95,7 @@ def _module_from_file(path: Path) -> BytecodeModule:
                         StatusCode.INVALID_ARGUMENT) from None
     if text:
         return _assemble(data.decode("utf-8", "replace"), str(path))
+    _check_not_source(head, str(path))
     module = load_module(path)
     module.source = str(path)
     return module
@@ -163,7 +184,7 @@ def load(source: ModuleSource, *, modules: Iterable[Module] = (),
     vmrt.Context (`limits=`, `hooks=`, ...)."""
     from vmrt.modules.natives import native_modules_for, parameter_providers
     from vmrt.vm.context import Context
-    module = _module_from(source)
+    module = module_from(source)
     given = list(modules)
     if parameters is not None:  # archives open now: a missing one fails whatever imports
         parameters = parameter_providers(parameters)

@@ -65,3 +65,34 @@ def test_a_python_call_with_the_wrong_count_shows_the_declaration():
     assert str(error.value) == ("INVALID_ARGUMENT: expected 2 arguments, got 1; calling "
                                 "`sync func @gcd(%input0: i32, %input1: i32) -> "
                                 "(%output0: i32)`")
+
+
+# -- item 5 ---------------------------------------------------------------------------------------
+TRACED_VMASM = REPO / "tests" / "vm" / "vmasm" / "traced.vmasm"
+
+
+def test_run_takes_vmasm_as_vmrt_load_does():
+    assert vmrt_run(f"--module={TRACED_VMASM}", "--function=sum", "--input=3") == (
+        0, "EXEC @sum\nresult[0]: i32=36\n", "")
+    with vmrt.load(TRACED_VMASM) as m:
+        assert m.sum(3) == 36
+
+
+def test_vmasm_from_stdin():
+    result = subprocess.run([sys.executable, "-m", "vmrt", "run", "--module=-", "--function=sum",
+                             "--input=3"], input=TRACED_VMASM.read_text(), capture_output=True,
+                            text=True, cwd=REPO)
+    assert (result.returncode, result.stdout) == (0, "EXEC @sum\nresult[0]: i32=36\n")
+
+
+def test_mlir_says_compile_it_first(tmp_path):
+    mlir = REPO / "examples" / "mlp.mlir"
+    code, _, err = vmrt_run(f"--module={mlir}")
+    line = one_error_line(err)
+    assert code == 1 and "FlatBuffer" not in line
+    assert f"{mlir} is text, not a compiled module: compile MLIR first (`iree-compile " in line
+    assert f"{mlir} -o {mlir.with_suffix('.vmfb')}`" in line
+    for source in (mlir, mlir.read_bytes()):
+        with pytest.raises(vmrt.VmrtError, match="compile MLIR first") as error:
+            vmrt.load(source)
+        assert error.value.code == vmrt.StatusCode.INVALID_ARGUMENT

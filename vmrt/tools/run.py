@@ -3,7 +3,8 @@
     vmrt run --module=M.vmfb [--module=...] [--function=F] [--input=V ...]
              [--output=SPEC ...] [--expected_output=V ...]
 
-Modules are registered in flag order (dependencies first); `--function` names
+Modules are registered in flag order (dependencies first; a `--module` is read as
+vmrt.load reads it: a .vmfb, or vmasm text, which is assembled); `--function` names
 an export of the last module (or `module.function` of any registered module;
 with one non-internal export it may be left out). Inputs are parsed by the
 function's signature (`--input=5`, `--input=-1.5`, `--input=(null)`) and
@@ -34,12 +35,12 @@ import contextlib
 import math
 import os
 import sys
+from pathlib import Path
 
 from vmrt.errors import StatusCode, VMError, VmrtError, file_error
 from vmrt.tools import function_io as fio
 from vmrt.tools.trace_json import Recording, add_trace_json_flag
 from vmrt.vm.context import Context, Function, Instance
-from vmrt.vm.module import load_module
 from vmrt.modules.natives import native_modules_for
 
 def add_arguments(parser) -> None:
@@ -106,6 +107,9 @@ def add_arguments(parser) -> None:
 # Modules and the function
 # ---------------------------------------------------------------------------
 def _load(spec: str):
+    """The module of a --module value, loaded as vmrt.load loads it (a .vmfb mapped,
+    vmasm assembled, MLIR refused with what to do instead)."""
+    from vmrt.api import module_from, module_from_file
     if spec == "-":
         path, data = "<stdin>", sys.stdin.buffer.read()
     else:
@@ -114,16 +118,16 @@ def _load(spec: str):
         path = spec
         if "@" in spec and not os.path.exists(spec):
             path = spec.split("@", 1)[0]
-        try:  # (checked here for iree-run-module's message; load_module maps the file)
+        try:  # (checked here for iree-run-module's message; module_from_file maps it)
             with open(path, "rb"):
-                data = path
+                data = None
         except OSError as error:
             # (iree-run-module's text and status, whatever the OSError)
             raise file_error(error, f"failed to open file '{path}'",
                              StatusCode.NOT_FOUND).annotate(
                 f"loading bytecode module at '{path}'") from None
     try:
-        return load_module(data), path
+        return (module_from(data) if data is not None else module_from_file(Path(path))), path
     except VmrtError as error:
         raise error.annotate(f"loading bytecode module at '{path}'")
 
