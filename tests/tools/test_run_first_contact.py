@@ -96,3 +96,26 @@ def test_mlir_says_compile_it_first(tmp_path):
         with pytest.raises(vmrt.VmrtError, match="compile MLIR first") as error:
             vmrt.load(source)
         assert error.value.code == vmrt.StatusCode.INVALID_ARGUMENT
+
+
+# -- item 11 --------------------------------------------------------------------------------------
+def test_help_lists_device_among_the_flags_that_work():
+    code, out, _ = vmrt_run("--help")
+    assert code == 0
+    working, _, rest = out.partition("accepted for iree-run-module compatibility")
+    no_effect = rest.split("\n\n")[0]  # (the group, not the epilog below it)
+    assert "--device URI" in working and "local-task" in working
+    assert "--module_mode" in no_effect
+    assert "--device" not in no_effect and "--print_statistics" not in no_effect
+
+
+def test_print_statistics_reports_each_device():
+    code, out, err = vmrt_run(f"--module={MLP}", "--input=1x4xf32=1 0.5 -0.5 2",
+                              "--device=local-task", "--print_statistics")
+    assert code == 0 and out.endswith("1x3xf32=[0.170226 0.071629 0.758145]\n")
+    lines = err.splitlines()
+    assert lines[:2] == ["Device: local-task", "[[ vmrt allocator statistics ]]"]
+    assert lines[2].startswith("  allocated: ") and " in 3 buffers" in lines[2]
+    # a program without the hal module has no device to report (as iree-run-module)
+    assert vmrt_run(f"--module={SCALAR}", "--function=gcd", "--input=4", "--input=6",
+                    "--print_statistics") == (0, "EXEC @gcd\nresult[0]: i32=2\n", "")

@@ -13,10 +13,10 @@ lines. `--output=` takes `-` (the value as its result line shows it: a buffer
 view under a `hal.buffer_view` line), `` (skip), `@file.npy`, `+file.npy`,
 `@file.bin` and `+file.bin`; `--expected_output=` compares the results (tensors
 within `--expected_f32_threshold` etc., or `--equality_mode=exact`), prints
-`[SUCCESS]` or `[FAILED]` lines with expected and actual, and exits 1 on a mismatch. `--device`, `--output_max_element_count` (alias
-`--print_max_element_count`), `--print_statistics` and `--module_mode` are
-accepted so iree-run-module command lines work unchanged; they change nothing
-for scalar functions. `--parameters=[SCOPE=]FILE` (.irpa, .safetensors, .gguf;
+`[SUCCESS]` or `[FAILED]` lines with expected and actual, and exits 1 on a mismatch. `--output_max_element_count` (alias `--print_max_element_count`) bounds the
+elements a tensor result prints; `--print_statistics` prints each device's
+allocation counts (vmrt's, not upstream's table) to stderr at the end;
+`--module_mode` is accepted so iree-run-module command lines work unchanged. `--parameters=[SCOPE=]FILE` (.irpa, .safetensors, .gguf;
 repeatable) feeds the io_parameters module of modules importing it, with the
 files mapped (`--parameter_mode=mmap`, the default), read (`file`) or
 preloaded (`preload`). Modules importing `yieldable_test`
@@ -74,13 +74,17 @@ def add_arguments(parser) -> None:
                         help="count executed VM instructions and time per function; the "
                              "table goes to stderr")
     add_trace_json_flag(parser)
+    parser.add_argument("--device", action="append", default=[], metavar="URI",
+                        help="the HAL device of modules importing `hal`: local-sync (the "
+                             "default) or local-task (the last one given)")
+    parser.add_argument("--output_max_element_count", "--print_max_element_count",
+                        dest="max_element_count", type=int, default=1024, metavar="N",
+                        help="print at most N elements of a tensor result (then `...`)")
+    parser.add_argument("--print_statistics", nargs="?", const="true", default="false",
+                        metavar="BOOL", help="print each device's allocation counts to "
+                                             "stderr when the run ends")
     ignored = parser.add_argument_group("accepted for iree-run-module compatibility (no "
-                                        "effect on scalar functions)")
-    ignored.add_argument("--device", action="append", default=[], metavar="URI")
-    ignored.add_argument("--output_max_element_count", "--print_max_element_count",
-                         dest="max_element_count", type=int, default=1024, metavar="N")
-    ignored.add_argument("--print_statistics", nargs="?", const="true", default="false",
-                         metavar="BOOL")
+                                        "effect: module files are always mapped)")
     ignored.add_argument("--module_mode", default="preload", choices=("preload", "mmap"))
     limits = parser.add_argument_group("limits (for modules you do not trust; see vmrt.vm.limits)")
     limits.add_argument("--fuel", type=int, metavar="N",
@@ -401,6 +405,16 @@ def _limits(args):
     return Limits(**values)
 
 
+def print_statistics(hal, out) -> None:
+    """--print_statistics: per device, what its allocator counted (as iree-run-module
+    does after the run, in vmrt's terms: vmrt counts allocations, not frees)."""
+    for device in getattr(hal, "devices", ()):
+        stats = device.allocator.statistics
+        out.write(f"Device: {device.identifier}\n[[ vmrt allocator statistics ]]\n"
+                  f"  allocated: {stats.host_bytes_allocated}B in {stats.buffers_allocated} "
+                  f"buffers; imported: {stats.buffers_imported} buffers\n\n")
+
+
 class _profile_report:
     """Prints the profile table to stderr when the run ends, failed or not."""
 
@@ -431,6 +445,15 @@ def run(args) -> int:
                                  load_parameters(args.parameters, args.parameter_mode),
                                  native_under_limits=args.native_under_limits)
     hal = next((n for n in natives if n.name == "hal"), None)
+    try:
+        return _run_in_context(args, modules, natives, hal)
+    finally:
+        if _flag_on(args.print_statistics):
+            sys.stdout.flush()
+            print_statistics(hal, sys.stderr)
+
+
+def _run_in_context(args, modules, natives, hal) -> int:
     out = sys.stdout
     hooks = execution_hooks(args)
     with Recording(args.trace_json) as recording, \
