@@ -185,3 +185,22 @@ def test_exports_leave_out_internal_functions():
     with vmrt.load(EXAMPLES / "mlp.vmfb") as m:
         assert "__init" in m.module.export_names()
         assert m.exports == ["predict"]
+
+
+# -- issue 39, item 13: iree.runtime's driver= keyword; load's keywords are its own -----------
+def test_driver_is_iree_runtimes_name_for_device():
+    with vmrt.load(EXAMPLES / "mlp.vmfb", driver="local-task") as m:
+        assert m.context.module("hal").module.devices[0].identifier == "local-task"
+        np.testing.assert_array_equal(m.predict(INPUT), reference_predict_or_own(m))
+    with pytest.raises(TypeError, match="driver is iree.runtime's name for device"):
+        vmrt.load(EXAMPLES / "mlp.vmfb", driver="local-task", device="local-sync")
+
+
+def reference_predict_or_own(m) -> np.ndarray:
+    with vmrt.load(EXAMPLES / "mlp.vmfb") as sync:
+        return sync.predict(INPUT)
+
+
+def test_an_unknown_keyword_names_load_not_context():
+    with pytest.raises(TypeError, match=r"^load\(\) got an unexpected keyword argument 'drivr'"):
+        vmrt.load(EXAMPLES / "mlp.vmfb", drivr="local-task")

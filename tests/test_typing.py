@@ -34,7 +34,7 @@ import vmrt
 
 def run(path: str) -> None:
     limits = vmrt.Limits(fuel=10_000, max_depth=500, max_memory=64 << 20, timeout=2.0)
-    with vmrt.load(path, limits=limits, device="local-task",
+    with vmrt.load(path, limits=limits, driver="local-task",
                    parameters={"model": "weights.irpa"}) as m:
         predict: vmrt.Function = m.predict
         out = predict(np.zeros((1, 4), np.float32))
@@ -80,6 +80,8 @@ c: str = vmrt.Context().function("m.f")
 d: int = vmrt.load("m.vmfb").exports
 e: int = vmrt.FuelExhausted("x").stack
 vmrt.load("m.vmfb", device=3)
+vmrt.load("m.vmfb", limit=vmrt.Limits())
+vmrt.load("m.vmfb", driver=3)
 """
 
 

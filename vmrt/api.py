@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from vmrt.errors import StatusCode, VmrtError, file_error
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from vmrt.hal.device import Device
     from vmrt.modules.natives import ParameterSource
     from vmrt.vm.context import Context, Function, Instance
+    from vmrt.vm.hooks import ExecutionHooks
+    from vmrt.vm.limits import Limits, Meter
     from vmrt.vm.module import BytecodeModule, Module
 
 __all__ = ["LoadedModule", "ModuleSource", "load"]
@@ -171,19 +173,29 @@ def _close_devices(devices: list[Device]) -> None:
 
 
 def load(source: ModuleSource, *, modules: Iterable[Module] = (),
-         instance: Instance | None = None, device: str | Device = "local-sync",
-         parameters: ParameterSource | None = None,
-         **context_options: Any) -> LoadedModule:
+         instance: Instance | None = None, device: str | Device | None = None,
+         driver: str | None = None, parameters: ParameterSource | None = None,
+         limits: Limits | None = None,
+         hooks: ExecutionHooks | Iterable[ExecutionHooks] | None = (),
+         instrumented: bool = False, checkpoints: bool = False, tier: str | None = None,
+         trace_hook: Callable[[str, Any], None] | None = None,
+         print_hook: Callable[[str, Any], None] | None = None,
+         meter: Meter | None = None) -> LoadedModule:
     """Loads `source` (a .vmfb or .vmasm path, vmasm text, or .vmfb bytes) into a new
     context after the native `modules`; returns its exports as callables.
 
     Native modules it imports that `modules` lacks are supplied: `hal` on `device`
-    (a driver name, local-sync or local-task, or a vmrt.hal Device; calls take and
-    return numpy arrays), `io_parameters` over `parameters` (archive paths, {scope:
-    path or paths}, a ParameterScopes, or parameter providers). Other keywords go to
-    vmrt.Context (`limits=`, `hooks=`, ...)."""
+    (a driver name, local-sync (the default) or local-task, or a vmrt.hal Device;
+    `driver=` is iree.runtime's name for it; calls take and return numpy arrays),
+    `io_parameters` over `parameters` (archive paths, {scope: path or paths}, a
+    ParameterScopes, or parameter providers). `limits`, `hooks`, `instrumented`,
+    `checkpoints`, `tier`, `trace_hook`, `print_hook` and `meter` are vmrt.Context's."""
     from vmrt.modules.natives import native_modules_for, parameter_providers
     from vmrt.vm.context import Context
+    if driver is not None and device is not None and device != driver:
+        raise TypeError(f"vmrt.load() was given device={device!r} and driver={driver!r}: "
+                        "driver is iree.runtime's name for device; give one")
+    device = device if device is not None else driver or "local-sync"
     module = module_from(source)
     given = list(modules)
     if parameters is not None:  # archives open now: a missing one fails whatever imports
@@ -194,7 +206,9 @@ def load(source: ModuleSource, *, modules: Iterable[Module] = (),
     hal = next((n for n in natives if n.name == "hal"), None)
     owned = list(getattr(hal, "devices", ())) if isinstance(device, str) else []
     try:
-        context = Context(instance, natives + given + [module], **context_options)
+        context = Context(instance, natives + given + [module], limits=limits, hooks=hooks,
+                          instrumented=instrumented, checkpoints=checkpoints, tier=tier,
+                          trace_hook=trace_hook, print_hook=print_hook, meter=meter)
     except BaseException:
         _close_devices(owned)
         raise
