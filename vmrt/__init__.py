@@ -2,8 +2,8 @@
 
 from vmrt.errors import (
     ArchiveError, AssemblyError, Cancelled, DeadlineExceeded, DepthExceeded, FuelExhausted,
-    LimitExceeded, MemoryLimitExceeded, ModuleFormatError, StatusCode, VerificationError,
-    VMError, VmrtError,
+    InvalidLimit, LimitExceeded, MemoryLimitExceeded, ModuleFormatError, StatusCode,
+    VerificationError, VMError, VmrtError,
 )
 
 # mypy takes any `if TYPE_CHECKING:` as true; defining the name here rather than
@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
 __all__ = [
     "ArchiveError", "AssemblyError", "BytecodeModule", "Cancelled", "Context",
     "DeadlineExceeded", "DepthExceeded", "FuelExhausted", "Function", "HalModule", "Instance",
-    "Invocation", "IoParametersModule", "LimitExceeded", "Limits", "LoadedModule",
+    "InvalidLimit", "Invocation", "IoParametersModule", "LimitExceeded", "Limits", "LoadedModule",
     "MemoryLimitExceeded", "Module", "ModuleFormatError", "NativeModule", "Signal",
     "StatusCode", "VMBuffer", "VMError", "VMList", "VerificationError", "VmrtError", "export",
     "load", "load_module",

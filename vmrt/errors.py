@@ -342,6 +342,14 @@ class Cancelled(VMError):
     limit = "cancel"
 
 
+class InvalidLimit(VMError, ValueError):
+    """A limit that cannot be one (`Limits(fuel=-1)`, `refuel("10")`): a ValueError,
+    as Python code expects of a bad argument, and a VMError (INVALID_ARGUMENT), as
+    vmrt raised before."""
+
+    default_code = StatusCode.INVALID_ARGUMENT
+
+
 #: The error class of each `limit` tag.
 _STOPPED_BY: dict[str, type[VMError]] = {
     cls.limit: cls for cls in (FuelExhausted, DepthExceeded, MemoryLimitExceeded,

@@ -119,3 +119,47 @@ def test_print_statistics_reports_each_device():
     # a program without the hal module has no device to report (as iree-run-module)
     assert vmrt_run(f"--module={SCALAR}", "--function=gcd", "--input=4", "--input=6",
                     "--print_statistics") == (0, "EXEC @gcd\nresult[0]: i32=2\n", "")
+
+
+# -- item 15 --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, meant", [
+    (["run", f"--module={SCALAR}", "--functon=gcd"], "--function"),
+    (["run", f"--module={SCALAR}", "--function=gcd", "--inputs=3"], "--input"),
+    (["dump", "--outpt=all", str(SCALAR)], "--output"),
+])
+def test_a_mistyped_flag_gets_a_suggestion(argv, meant):
+    result = subprocess.run([sys.executable, "-m", "vmrt", *argv], capture_output=True,
+                            text=True, cwd=REPO)
+    assert result.returncode == 1
+    assert one_error_line(result.stderr).endswith(f" (did you mean {meant}?)")
+
+
+def test_an_unlike_flag_gets_no_suggestion():
+    code, _, err = vmrt_run(f"--module={SCALAR}", "--zzzzzz=1")
+    assert code == 1 and one_error_line(err) == "vmrt: error: unrecognized arguments: --zzzzzz=1"
+
+
+@pytest.mark.parametrize("limits", [dict(fuel=-1), dict(max_memory="8"), dict(timeout=-1.0),
+                                    dict(max_depth=10 ** 6)])
+def test_a_bad_limit_is_a_value_error_and_a_vm_error(limits):
+    with pytest.raises(ValueError) as error:
+        vmrt.Limits(**limits)
+    assert isinstance(error.value, vmrt.VMError) and isinstance(error.value, vmrt.InvalidLimit)
+    assert error.value.code == vmrt.StatusCode.INVALID_ARGUMENT
+
+
+def test_set_fuel_sets_and_refuel_adds():
+    with vmrt.load(SCALAR, limits=vmrt.Limits(fuel=1000)) as m:
+        assert m.gcd(1071, 462) == 21
+        spent = 1000 - m.context.fuel_remaining
+        m.context.set_fuel(500)
+        assert m.context.fuel_remaining == 500
+        m.context.refuel(20)
+        assert m.context.fuel_remaining == 520
+        m.gcd(1071, 462)
+        assert m.context.fuel_remaining == 520 - spent
+        m.context.set_fuel(0)
+        with pytest.raises(vmrt.FuelExhausted):
+            m.gcd(1071, 462)
+        with pytest.raises(ValueError):
+            m.context.set_fuel(-5)

@@ -52,7 +52,24 @@ class _ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
     def error(self, message: str):
-        raise UsageError(f"{self.prog}: error: {message}")
+        raise UsageError(f"{self.prog}: error: {message}{self._suggestion(message)}")
+
+    def _suggestion(self, message: str) -> str:
+        """` (did you mean --function?)` for mistyped flags among unrecognized ones
+        (argparse names none; the flags are the subcommands' too)."""
+        prefix = "unrecognized arguments: "
+        if not message.startswith(prefix):
+            return ""
+        import difflib
+        known = set(self._option_string_actions)
+        for action in self._actions:
+            for sub in (getattr(action, "choices", None) or {}).values():
+                known.update(getattr(sub, "_option_string_actions", ()))
+        meant = []
+        for argument in message[len(prefix):].split():
+            if argument.startswith("--"):
+                meant += difflib.get_close_matches(argument.split("=")[0], known, n=1)
+        return f" (did you mean {', '.join(meant)}?)" if meant else ""
 
 
 class _VersionAction(argparse.Action):

@@ -73,7 +73,8 @@ class Context:
     naming it (FuelExhausted, DepthExceeded, MemoryLimitExceeded: RESOURCE_EXHAUSTED;
     DeadlineExceeded; Cancelled) and leaves the context usable. From the host:
 
-    - `refuel(n)` adds fuel; `fuel_remaining` is what is left (None: no limit).
+    - `refuel(n)` adds fuel, `set_fuel(n)` sets it (wasmtime's `set_fuel`);
+      `fuel_remaining` is what is left (None: no limit).
     - `set_deadline(t)`: an absolute deadline (time.monotonic() seconds, or
       None) for every call, besides `Limits.timeout` per outermost call.
     - `cancel()`, from any thread: calls in progress fail with CANCELLED at
@@ -139,7 +140,12 @@ class Context:
         return self.meter.fuel_remaining if self.meter is not None else None
 
     def refuel(self, amount: int) -> None:
+        """Adds `amount` fuel to what remains (set_fuel sets it)."""
         self._metered("refuel").refuel(amount)
+
+    def set_fuel(self, amount: int) -> None:
+        """Makes the fuel remaining `amount`, as wasmtime's Store.set_fuel (refuel adds)."""
+        self._metered("set_fuel").set_fuel(amount)
 
     def set_deadline(self, deadline: float | None) -> None:
         self._metered("a deadline").deadline = deadline

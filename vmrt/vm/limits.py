@@ -31,7 +31,7 @@ import weakref
 from dataclasses import dataclass
 
 from vmrt.errors import (Cancelled, DeadlineExceeded, DepthExceeded, FuelExhausted,
-                          MemoryLimitExceeded, StatusCode, VMError)
+                          InvalidLimit, MemoryLimitExceeded, StatusCode, VMError)
 
 #: The deepest call stack a context may allow. Deeper stacks of generator frames
 #: (yieldable calls) would overflow the C stack, which crashes the process.
@@ -99,8 +99,9 @@ def _raise(error: VMError | None) -> None:
             error = None
 
 
-def _limit_error(name: str, value, what: str) -> VMError:
-    return VMError(f"limit {name} must be {what} (got {value!r})", StatusCode.INVALID_ARGUMENT)
+def _limit_error(name: str, value, what: str) -> InvalidLimit:
+    return InvalidLimit(f"limit {name} must be {what} (got {value!r})",
+                        StatusCode.INVALID_ARGUMENT)
 
 
 def _count_limit(name: str, value) -> int | None:
@@ -169,8 +170,8 @@ class Limits:
         timeout = _seconds_limit("timeout", self.timeout)
         object.__setattr__(self, "timeout", None if timeout == math.inf else timeout)
         if self.max_depth is not None and self.max_depth > MAX_SUPPORTED_DEPTH:
-            raise VMError(f"max_depth {self.max_depth} exceeds the supported "
-                          f"{MAX_SUPPORTED_DEPTH}", StatusCode.INVALID_ARGUMENT)
+            raise InvalidLimit(f"max_depth {self.max_depth} exceeds the supported "
+                               f"{MAX_SUPPORTED_DEPTH}", StatusCode.INVALID_ARGUMENT)
 
 
 _ENTRY_MAKERS: dict[int, types.CodeType] = {}
@@ -482,11 +483,24 @@ class Meter:
         return self.reserve + self.fuel_cell.cell_contents + held
 
     def refuel(self, amount: int) -> None:
+        """Adds `amount` fuel to what remains."""
         if self.reserve is None:
             raise VMError("this context has no fuel limit", StatusCode.FAILED_PRECONDITION)
         amount = _count_limit("refuel", amount)
         with self._fuel_lock:
             self.reserve += amount
+
+    def set_fuel(self, amount: int) -> None:
+        """Makes the fuel remaining `amount` (wasmtime's Store.set_fuel), between calls:
+        what was lent (the FUEL slice, tickets) comes back first, and what another
+        thread's call holds counts against `amount` (the reserve may go below zero)."""
+        if self.reserve is None:
+            raise VMError("this context has no fuel limit", StatusCode.FAILED_PRECONDITION)
+        amount = _count_limit("set_fuel", amount)
+        self._take_back_held()
+        with self._fuel_lock:
+            self.fuel_cell.cell_contents = 0
+            self.reserve = amount - sum(holder.fuel for holder in self._holders)
 
     def refill(self, cost: int) -> None:
         """Generated code's slow path: FUEL went negative after charging `cost`."""
