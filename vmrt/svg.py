@@ -4,6 +4,7 @@ groups with a tooltip, rectangles, text and lines, escaped, coordinates rounded 
 
 from __future__ import annotations
 
+import colorsys
 import contextlib
 import zlib
 
@@ -28,16 +29,23 @@ def number(value: float) -> str:
     return "0" if text in ("", "-0") else text
 
 
+def hsl_color(hue: float, saturation: float, lightness: float) -> str:
+    """`#rrggbb` of a hue (degrees), saturation and lightness (percent). Written as hex
+    because some SVG renderers (cairosvg among them) paint `hsl(...)` fills black."""
+    red, green, blue = colorsys.hls_to_rgb(hue % 360 / 360, lightness / 100, saturation / 100)
+    return "#" + "".join(f"{round(channel * 255):02x}" for channel in (red, green, blue))
+
+
 def color_for(name: str, saturation: int = 55, lightness: int = 62) -> str:
     """A stable colour per name (the same kernel has the same colour everywhere)."""
     hue = zlib.crc32(name.encode("utf-8")) % 360
-    return f"hsl({hue},{saturation}%,{lightness}%)"
+    return hsl_color(hue, saturation, lightness)
 
 
 def palette(names) -> dict[str, str]:
     """Distinct colours for a few names: hues a golden angle apart, in sorted order."""
-    return {name: f"hsl({index * 137.508 % 360:.0f},{55 if index % 2 else 65}%,"
-                  f"{60 if index % 2 else 66}%)" for index, name in enumerate(sorted(names))}
+    return {name: hsl_color(round(index * 137.508 % 360), 55 if index % 2 else 65,
+                            60 if index % 2 else 66) for index, name in enumerate(sorted(names))}
 
 
 def _attributes(attrs: dict) -> str:
