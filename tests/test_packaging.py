@@ -123,6 +123,18 @@ def test_sdist_has_sources_and_no_build_junk(dist):
     assert not junk, f"build junk in {sdist.name}: {junk}"
 
 
+def test_the_ray_extra_brings_the_progress_bar(dist):
+    # `vmrt ray map` promises a progress bar: `pip install 'vmrt[ray]'` must bring tqdm
+    import zipfile
+    _, wheel, _ = dist
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        lines = archive.read(metadata).decode().splitlines()
+    ray = [line for line in lines
+           if line.startswith("Requires-Dist:") and 'extra == "ray"' in line]
+    assert any(line.split()[1].startswith("tqdm") for line in ray), ray
+
+
 def test_wheel_installs_and_runs(dist, tmp_path):
     _, wheel, _ = dist
     assert wheel.name.endswith(f"-{WHEEL_TAG}.whl"), wheel.name
