@@ -144,3 +144,52 @@ def test_extract_of_missing_key(testdata, tmp_path):
     result = run_vmrt("params", "dump", str(testdata / "irpa" / "single.irpa"),
                       f"--extract=nope={tmp_path / 'o.bin'}")
     assert result.returncode == 1 and "NOT_FOUND" in result.stderr
+
+
+# -- issue 39, item 9: no IRPA under another format's name; dtype-less conversions say so ----
+def _vmrt(*argv, cwd):
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(__import__("os").environ, PYTHONPATH=str(repo))
+    return subprocess.run([sys.executable, "-m", "vmrt", "params", *map(str, argv)],
+                          capture_output=True, text=True, cwd=cwd, env=env)
+
+
+@pytest.fixture
+def irpa(tmp_path):
+    assert _vmrt("create", "-o", "w.irpa", "--data=w=2x3xf32=1.5", "--data=b=4xi32=7", "-q",
+                 cwd=tmp_path).returncode == 0
+    return tmp_path / "w.irpa"
+
+
+@pytest.mark.parametrize("action", ["convert", "create"])
+def test_an_output_named_for_no_format_is_an_error(irpa, action):
+    argv = ["w.irpa"] if action == "convert" else ["--data=x=2xf32"]
+    result = _vmrt(action, *argv, "-o", "out.npz", cwd=irpa.parent)
+    assert result.returncode == 1 and not (irpa.parent / "out.npz").exists()
+    assert result.stderr == ("vmrt: error: INVALID_ARGUMENT: cannot tell the format of "
+                             "`out.npz` from its name: name it .irpa, .safetensors or .gguf, "
+                             "or pass --format={irpa,gguf,safetensors}\n")
+    assert _vmrt(action, *argv, "-o", "out.npz", "--format=irpa", "-q",
+                 cwd=irpa.parent).returncode == 0
+
+
+def test_irpa_to_safetensors_warns_of_untyped_parameters(irpa):
+    result = _vmrt("convert", "w.irpa", "-o", "flat.safetensors", "-q", cwd=irpa.parent)
+    assert result.returncode == 0
+    assert result.stderr.startswith("vmrt: warning: 2 parameter(s) have no dtype or shape")
+    assert "w, b are written to safetensors as flat U8 bytes" in result.stderr
+
+
+def test_tensor_flags_give_irpa_parameters_their_dtype(irpa):
+    np = pytest.importorskip("numpy")
+    safetensors = pytest.importorskip("safetensors.numpy")
+    result = _vmrt("convert", "w.irpa", "-o", "typed.safetensors", "-q", "--tensor=w=2x3xf32",
+                   "--tensor=b=4xi32", cwd=irpa.parent)
+    assert (result.returncode, result.stderr) == (0, "")
+    arrays = safetensors.load_file(irpa.parent / "typed.safetensors")
+    np.testing.assert_array_equal(arrays["w"], np.full((2, 3), 1.5, np.float32))
+    np.testing.assert_array_equal(arrays["b"], np.full(4, 7, np.int32))
+    wrong = _vmrt("convert", "w.irpa", "-o", "x.gguf", "--tensor=w=2x2xf32", cwd=irpa.parent)
+    assert wrong.returncode == 1 and "16 bytes declared, but `w` has 24" in wrong.stderr

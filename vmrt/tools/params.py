@@ -5,20 +5,23 @@
                        [--splat=NAME=SHAPExTYPE[=VALUE] ...] [--alignment=64]
                        [--gguf_types=iree|ggml] [--quiet] [--no_progress]
     vmrt params convert [FILE ...] [--parameters=...] --output=OUT.{irpa,safetensors,gguf}
-                        [--exclude=NAME] [--rename=OLD=NEW] [--strip]
+                        [--exclude=NAME] [--rename=OLD=NEW] [--strip] [--tensor=NAME=SHAPExTYPE]
                         [--splat=NAME[=TYPE=VALUE]] [--gguf_types=iree|ggml] [--quiet]
                         [--no_progress]
 
 `dump` prints what iree-dump-parameters prints; `create` and `convert` write
 what iree-create-parameters and iree-convert-parameters write (IRPA) and
 print the new file's listing unless --quiet. The output format follows the
-output's extension (or --format); splats are written out as data in
-formats that have no splats. On a terminal, a progress bar shows the bytes
+output's extension (or --format; another extension is an error); splats are
+written out as data in formats that have no splats. IRPA stores no dtype or
+shape: converted to safetensors or GGUF, such parameters are flat U8 bytes (a
+warning names them) unless `--tensor=NAME=2x3xf32` gives theirs. On a terminal, a progress bar shows the bytes
 written (with tqdm installed: the vmrt[progress] extra).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -90,6 +93,9 @@ def add_arguments(parser) -> None:
                               "(zero if omitted)")
     convert.add_argument("--alignment", type=int, default=DEFAULT_DATA_ALIGNMENT,
                          help="storage alignment of IRPA data parameters (default 64)")
+    convert.add_argument("--tensor", action="append", default=[], metavar="NAME=SHAPExTYPE",
+                         help="the shape and element type of a parameter (by its new name) "
+                              "for safetensors/GGUF outputs: IRPA sources have none")
     _add_output_options(convert)
     convert.set_defaults(params_run=run_convert)
 
@@ -205,9 +211,20 @@ def _refuse_an_input(scopes: ParameterScopes, path: str) -> None:
                                 f"`{handle.path}` being read", StatusCode.INVALID_ARGUMENT)
 
 
+def output_format_of(args) -> str:
+    """--format, else the output's extension; an output named for no format of ours
+    (`out.npz`, `weights`) is an error rather than an IRPA under that name."""
+    output_format = args.format or format_from_name(args.output)
+    if output_format is None:
+        raise VmrtError(f"cannot tell the format of `{args.output}` from its name: name it "
+                        f".irpa, .safetensors or .gguf, or pass --format="
+                        f"{{{','.join(FORMATS)}}}", StatusCode.INVALID_ARGUMENT)
+    return output_format
+
+
 # -- create -------------------------------------------------------------------------------
 def run_create(args) -> int:
-    output_format = args.format or format_from_name(args.output) or "irpa"
+    output_format = output_format_of(args)
     if args.splat and output_format != "irpa":
         raise VmrtError(f"{output_format} files cannot hold splat parameters; use --data",
                         StatusCode.INVALID_ARGUMENT)
@@ -351,8 +368,53 @@ def run_convert(args) -> int:
     scopes = _load_scopes(args)
     index = convert_index(scopes, exclude=args.exclude, rename=args.rename, strip=args.strip,
                           splat=args.splat)
-    output_format = args.format or format_from_name(args.output) or "irpa"
+    output_format = output_format_of(args)
+    if args.tensor:
+        index = with_tensor_types(index, args.tensor)
+    if output_format != "irpa":
+        _warn_untyped(index, output_format)
     options = {"alignment": args.alignment} if output_format == "irpa" else {}
     if output_format == "gguf":
         options = {"types": args.gguf_types}
     return write_archive(index, args, output_format, options)
+
+
+def with_tensor_types(index: ParameterIndex, flags) -> ParameterIndex:
+    """`index` with the dtype and shape `--tensor=NAME=SHAPExTYPE` flags give (IRPA
+    stores neither); each must cover the parameter's bytes exactly."""
+    types = {}
+    for flag in flags:
+        decl = _decl(flag, "--tensor")
+        info = _tensor_info(decl)
+        if info is None:
+            raise VmrtError(f"--tensor={flag}: safetensors and GGUF have no dtype for "
+                            f"{format_element_type(decl.element_type)}",
+                            StatusCode.INVALID_ARGUMENT)
+        types[decl.name] = (decl, info)
+    result = ParameterIndex()
+    for entry in index:
+        typed = types.pop(entry.key, None)
+        if typed is not None:
+            decl, info = typed
+            if decl.length != entry.length:
+                raise VmrtError(f"--tensor={decl.name}=...: {decl.length} bytes declared, "
+                                f"but `{entry.key}` has {entry.length}",
+                                StatusCode.INVALID_ARGUMENT)
+            entry = dataclasses.replace(entry, info=info)
+        result.add(entry)
+    if types:
+        raise VmrtError(f"--tensor names no parameter: {', '.join(sorted(types))}",
+                        StatusCode.NOT_FOUND)
+    return result
+
+
+def _warn_untyped(index: ParameterIndex, output_format: str) -> None:
+    """One stderr line naming parameters written as plain bytes (IRPA sources carry no
+    dtype or shape): the conversion is not silent about it."""
+    untyped = [entry.key for entry in index if not (entry.info or {}).get("dtype")]
+    if untyped:
+        shown = ", ".join(untyped[:5]) + (f" and {len(untyped) - 5} more" if len(untyped) > 5
+                                          else "")
+        print(f"vmrt: warning: {len(untyped)} parameter(s) have no dtype or shape (IRPA "
+              f"stores none): {shown} are written to {output_format} as flat U8 bytes; give "
+              "them with --tensor=NAME=SHAPExTYPE", file=sys.stderr)
