@@ -4,6 +4,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,8 +39,24 @@ def test_json_matches_iree_dump_module(corpus, capsys):
 @needs_dump_tool
 def test_text_matches_iree_dump_module_metadata(corpus, capsys):
     for module in corpus:
-        assert main(["dump", str(module.vmfb)]) == 0
+        assert main(["dump", "--output=metadata", str(module.vmfb)]) == 0
         assert capsys.readouterr().out == reference_dump(module.vmfb, "metadata"), module.name
+
+
+@needs_dump_tool
+def test_default_and_disassembly_are_iree_dump_modules_on_the_examples():
+    # (the default is `all`, as upstream's; the disassembly names functions as upstream
+    # does: mlp.vmfb's internal `__init` and `vm.call @module.__init()`, not `@fn0`)
+
+    examples = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.vmfb"))
+    assert len(examples) >= 4
+    for vmfb in examples:
+        for flags in ([], ["--output=disassembly"]):
+            ours = subprocess.run([sys.executable, "-m", "vmrt", "dump", *flags, str(vmfb)],
+                                  capture_output=True, text=True, cwd=vmfb.parents[1])
+            theirs = subprocess.run(["iree-dump-module", *flags, str(vmfb)],
+                                    capture_output=True, text=True)
+            assert ours.returncode == 0 and ours.stdout == theirs.stdout, (vmfb.name, flags)
 
 
 @needs_dump_tool
@@ -112,4 +129,4 @@ def test_verification_failure_names_function(corpus, tmp_path):
     line = assert_one_line_error(run_vmrt("dump", path))
     assert "+00000001" in line
     # --no-verify still dumps the tables.
-    assert run_vmrt("dump", "--no-verify", path).returncode == 0
+    assert run_vmrt("dump", "--no-verify", "--output=metadata", path).returncode == 0

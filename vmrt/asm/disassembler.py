@@ -71,10 +71,14 @@ def _any_name(reg: int) -> str:
 
 
 class ModuleNames:
-    """Function, import and type names as iree-dump-module derives them."""
+    """Function, import and type names as iree-dump-module derives them. With
+    `as_upstream`, exactly as it prints them, though two functions may then share a
+    name (an export and another function's debug name: mlp.vmfb's two `__init`s);
+    otherwise such a second function is `fnN`, so the text assembles again."""
 
-    def __init__(self, module):
+    def __init__(self, module, as_upstream: bool = False):
         self.module = module
+        self.as_upstream = as_upstream
         self.name = module.name or ""
         n = len(module.function_descriptors)
         exports = [(e.local_name, e.internal_ordinal) for e in module.exported_functions]
@@ -92,7 +96,7 @@ class ModuleNames:
         self.imports = [imp.full_name or "" for imp in module.imported_functions]
         self.types = [t.full_name if t is not None else None for t in module.types]
         upstream = [first_export.get(i) or self.debug[i] or f"fn{i}" for i in range(n)]
-        self.function = self._disambiguate(upstream)
+        self.function = upstream if as_upstream else self._disambiguate(upstream)
         self._call_names = [self._call_name(i) for i in range(n)]
 
     def _disambiguate(self, names: list[str]) -> list[str]:
@@ -124,7 +128,8 @@ class ModuleNames:
         debug = self.debug[ordinal]
         if debug:
             qualified = f"{self.name}.{debug}"
-            if qualified not in self.imports and self._resolve(debug) == ordinal:
+            if self.as_upstream or (qualified not in self.imports and
+                                    self._resolve(debug) == ordinal):
                 return qualified
         return f"{self.name}:{ordinal}"
 
@@ -364,10 +369,11 @@ def _top_level_spacing(out: list[str]) -> None:
     out.append("\n" if text.endswith("\n") else "\n\n")
 
 
-def disassemble_module(module, function: str | None = None,
-                       bytecode_offsets: bool = False) -> str:
-    """The module as vmasm text; `function` filters by name or internal ordinal."""
-    names = ModuleNames(module)
+def disassemble_module(module, function: str | None = None, bytecode_offsets: bool = False,
+                       as_upstream: bool = False) -> str:
+    """The module as vmasm text; `function` filters by name or internal ordinal;
+    `as_upstream` names functions exactly as iree-dump-module does (ModuleNames)."""
+    names = ModuleNames(module, as_upstream)
     out: list[str] = [f"vm.module @{names.name} version {module.version}\n"]
     _module_directives(module, out)
     filter_ordinal = None
@@ -399,8 +405,9 @@ def disassemble_module(module, function: str | None = None,
     return "".join(out)
 
 
-def disassemble(module, function: str | None = None, bytecode_offsets: bool = False) -> str:
+def disassemble(module, function: str | None = None, bytecode_offsets: bool = False,
+                as_upstream: bool = False) -> str:
     """vmasm text for a module (a ModuleDef, bytes, or a path to a .vmfb)."""
     if not hasattr(module, "function_descriptors"):
         module = read_module(module)
-    return disassemble_module(module, function, bytecode_offsets)
+    return disassemble_module(module, function, bytecode_offsets, as_upstream)

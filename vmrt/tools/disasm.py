@@ -3,7 +3,9 @@
     vmrt disasm MODULE [--function=F] [--bytecode_offsets]
 
 `--function` keeps one function, by name or internal ordinal. The text
-assembles back with `vmrt asm`.
+assembles back with `vmrt asm`: where upstream prints two functions under one
+name, the second is `@fnN` here (`vmrt dump --output=disassembly` prints
+upstream's names).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ def add_disassembly_flags(parser) -> None:
              help="prefix every line with its bytecode offset [XXXXXXXX]")
 
 
-def write_disassembly(module, args) -> None:
-    """Prints `module` (a ModuleDef) as the disassembly flags in `args` ask."""
+def write_disassembly(module, args, as_upstream: bool = False) -> None:
+    """Prints `module` (a ModuleDef) as the disassembly flags in `args` ask (names
+    `as_upstream`: vmrt.asm.disassembler.ModuleNames)."""
     from vmrt.asm.disassembler import disassemble  # (not the assembler vmrt.asm loads)
-    text = disassemble(module, function=args.function, bytecode_offsets=args.bytecode_offsets)
+    text = disassemble(module, function=args.function, bytecode_offsets=args.bytecode_offsets,
+                       as_upstream=as_upstream)
     sys.stdout.flush()
     sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
     sys.stdout.flush()

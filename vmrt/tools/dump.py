@@ -3,10 +3,10 @@
     vmrt dump MODULE [--output=metadata|disassembly|all|flatbuffer-json|flatbuffer-binary]
                      [--pretty] [--function=F] [--bytecode_offsets] [--no_verify]
 
-`--output` takes iree-dump-module's values: `metadata` (the default; note that
-iree-dump-module's default is `all`), `disassembly` (what `vmrt disasm` prints;
-`--function` and `--bytecode_offsets` apply to it), `all` (metadata, a blank
-line, disassembly), `flatbuffer-json` (`--pretty` indents it) and
+`--output` takes iree-dump-module's values: `metadata`, `disassembly`
+(iree-dump-module's text, function names included; `--function` and
+`--bytecode_offsets` apply to it), `all` (the default, as iree-dump-module's:
+metadata, a blank line, disassembly), `flatbuffer-json` (`--pretty` indents it) and
 `flatbuffer-binary` (the FlatBuffer's bytes). `--format=text|json`, the older
 spelling of `--output=metadata|flatbuffer-json`, is still accepted.
 The module is verified first (use --no_verify to dump modules whose bytecode
@@ -43,8 +43,8 @@ def _output_of_format(value: str) -> str:
 
 def add_arguments(parser) -> None:
     parser.add_argument("module", help="a .vmfb file")
-    parser.add_argument("--output", choices=OUTPUTS, default="metadata",
-                        help="what to print (default metadata)")
+    parser.add_argument("--output", choices=OUTPUTS, default="all",
+                        help="what to print (default all, as iree-dump-module)")
     parser.add_argument("--format", dest="output", type=_output_of_format,
                         default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--pretty", action="store_true", help="indent JSON output")
@@ -69,7 +69,7 @@ def run(args) -> int:
     if args.output == "all":
         sys.stdout.write("\n")
     if args.output in ("disassembly", "all"):
-        write_disassembly(module, args)
+        write_disassembly(module, args, as_upstream=True)
     sys.stdout.flush()
     return 0
 
