@@ -190,7 +190,8 @@ def load(source: ModuleSource, *, modules: Iterable[Module] = (),
     `io_parameters` over `parameters` (archive paths, {scope: path or paths}, a
     ParameterScopes, or parameter providers). `limits`, `hooks`, `instrumented`,
     `checkpoints`, `tier`, `trace_hook`, `print_hook` and `meter` are vmrt.Context's."""
-    from vmrt.modules.natives import native_modules_for, parameter_providers
+    from vmrt.modules.natives import (explain_device_target, native_modules_for,
+                                      parameter_providers)
     from vmrt.vm.context import Context
     if driver is not None and device is not None and device != driver:
         raise TypeError(f"vmrt.load() was given device={device!r} and driver={driver!r}: "
@@ -209,6 +210,9 @@ def load(source: ModuleSource, *, modules: Iterable[Module] = (),
         context = Context(instance, natives + given + [module], limits=limits, hooks=hooks,
                           instrumented=instrumented, checkpoints=checkpoints, tier=tier,
                           trace_hook=trace_hook, print_hook=print_hook, meter=meter)
+    except VmrtError as error:
+        _close_devices(owned)
+        raise explain_device_target(error)
     except BaseException:
         _close_devices(owned)
         raise

@@ -4,6 +4,7 @@ errors that say what to do (the signature of a call given the wrong arguments,
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,46 @@ def test_set_fuel_sets_and_refuel_adds():
             m.gcd(1071, 462)
         with pytest.raises(ValueError):
             m.context.set_fuel(-5)
+
+
+# -- item 10 --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def foreign_targets(tmp_path_factory):
+    """examples/mlp.mlir compiled for Vulkan and for aarch64 llvm-cpu."""
+    import shutil
+    if shutil.which("iree-compile") is None:
+        pytest.skip("needs iree-compile")
+    folder = tmp_path_factory.mktemp("targets")
+    flags = {"vulkan": ["--iree-hal-target-device=vulkan"],
+             "aarch64": ["--iree-hal-target-device=local",
+                         "--iree-hal-local-target-device-backends=llvm-cpu",
+                         "--iree-llvmcpu-target-triple=aarch64-linux-gnu"]}
+    for name, target in flags.items():
+        subprocess.run(["iree-compile", *target, str(REPO / "examples" / "mlp.mlir"), "-o",
+                        str(folder / f"{name}.vmfb")], check=True, capture_output=True)
+    return folder
+
+
+@pytest.mark.parametrize("name, compiled", [
+    ("vulkan", "a `vulkan` device with vulkan-spirv (vulkan-spirv-fb) executables"),
+    ("aarch64", "a `local` device with llvm-cpu (embedded-elf-arm_64) executables"),
+])
+def test_a_module_for_another_target_says_what_and_how(foreign_targets, name, compiled):
+    code, _, err = vmrt_run(f"--module={foreign_targets / name}.vmfb",
+                            "--input=1x4xf32=1 0.5 -0.5 2")
+    line = one_error_line(err)
+    assert code == 1 and "#hal.device.target<" not in line and len(line) < 500
+    assert f"the module was compiled for {compiled}; vmrt runs local-sync" in line
+    assert "--iree-hal-local-target-device-backends=vmvx" in line
+    with pytest.raises(vmrt.VmrtError, match=re.escape(f"compiled for {compiled}")):
+        vmrt.load(foreign_targets / f"{name}.vmfb")
+
+
+def test_missing_parameters_say_which_flag_gives_them(parameter_model):
+    vmfb, _, _ = parameter_model
+    code, _, err = vmrt_run(f"--module={vmfb}", "--input=4xf32=1")
+    assert code == 1
+    assert "the module needs parameters of scope 'model'; give an archive (.irpa, " \
+           ".safetensors, .gguf) with `--parameters=model=FILE` (vmrt run)" in one_error_line(err)
+    with pytest.raises(vmrt.VmrtError, match=r"`parameters=\{'model': FILE\}` \(vmrt.load\)"):
+        vmrt.load(vmfb)

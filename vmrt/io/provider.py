@@ -413,8 +413,13 @@ class ProviderSet(ParameterProvider):
         for provider in self.providers:
             if provider.query_support(scope):
                 return provider
-        raise VmrtError(f"no provider registered that handles scopes like '{scope}'",
-                        StatusCode.NOT_FOUND)
+        # (upstream says only the first sentence: say which flag gives them)
+        flag, keyword = (f"--parameters={scope}=FILE", f"parameters={{'{scope}': FILE}}") \
+            if scope else ("--parameters=FILE", "parameters=FILE")
+        raise VmrtError(f"no provider registered that handles scopes like '{scope}': the "
+                        f"module needs parameters of scope '{scope}'; give an archive "
+                        f"(.irpa, .safetensors, .gguf) with `{flag}` (vmrt run) or "
+                        f"`{keyword}` (vmrt.load)", StatusCode.NOT_FOUND)
 
     def query_support(self, scope) -> bool:
         scope = as_scope(scope)

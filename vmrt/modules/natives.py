@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
 
 from vmrt.errors import StatusCode, VmrtError
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
     from vmrt.io.provider import ParameterProvider, ProviderSet
     from vmrt.vm.module import Module
 
-__all__ = ["NATIVE_MODULES", "ParameterSource", "native_modules_for", "parameter_providers"]
+__all__ = ["NATIVE_MODULES", "ParameterSource", "explain_device_target", "native_modules_for",
+           "parameter_providers"]
 
 #: Native modules without options vmrt supplies when a module imports them (or
 #: depends on them): name -> (Python module, class). hal and io_parameters take
@@ -122,3 +124,29 @@ def parameter_providers(parameters: ParameterSource | None, mode: str = "mmap"
     if items and all(isinstance(item, (str, os.PathLike)) for item in items):
         return parameter_providers({"": items}, mode)
     return items  # providers
+
+
+#: What a module compiled for a device vmrt does not have fails with, in its __init
+#: (the text iree-compile puts in the module: `#hal.device.target<...>`, ~600 bytes).
+_DEVICE_NOT_FOUND = re.compile(r"HAL device `[^`]*` not found or unavailable: "
+                               r"#hal\.device\.target<\"([^\"]+)\"(.*)", re.DOTALL)
+_EXECUTABLE_TARGET = re.compile(r'#hal\.executable\.target<"([^"]+)", "([^"]+)"')
+
+
+def explain_device_target(error: VmrtError) -> VmrtError:
+    """`error`, its message said in a user's terms when the module was compiled for a
+    device vmrt lacks: what it was compiled for, what vmrt runs, and the iree-compile
+    flags that make one (upstream prints the target attribute only)."""
+    match = _DEVICE_NOT_FOUND.search(error.message)
+    if match is None:
+        return error
+    targets = sorted({f"{backend} ({fmt})" for backend, fmt in
+                      _EXECUTABLE_TARGET.findall(match.group(2))})
+    compiled = f"a `{match.group(1)}` device" + (
+        f" with {', '.join(targets)} executables" if targets else "")
+    error.message = (f"the module was compiled for {compiled}; vmrt runs local-sync and "
+                     "local-task devices with vmvx-bytecode-fb and x86-64 ELF executables: "
+                     "compile it with `--iree-hal-target-device=local "
+                     "--iree-hal-local-target-device-backends=vmvx` (or `=llvm-cpu` for this "
+                     "x86-64 host)")
+    return error

@@ -41,7 +41,7 @@ from vmrt.errors import StatusCode, VMError, VmrtError, file_error
 from vmrt.tools import function_io as fio
 from vmrt.tools.trace_json import Recording, add_trace_json_flag
 from vmrt.vm.context import Context, Function, Instance
-from vmrt.modules.natives import native_modules_for
+from vmrt.modules.natives import explain_device_target, native_modules_for
 
 def add_arguments(parser) -> None:
     parser.add_argument("--module", action="append", default=[], metavar="FILE",
@@ -447,6 +447,8 @@ def run(args) -> int:
     hal = next((n for n in natives if n.name == "hal"), None)
     try:
         return _run_in_context(args, modules, natives, hal)
+    except VmrtError as error:
+        raise explain_device_target(error)
     finally:
         if _flag_on(args.print_statistics):
             sys.stdout.flush()
