@@ -4,7 +4,6 @@ groups with a tooltip, rectangles, text and lines, escaped, coordinates rounded 
 
 from __future__ import annotations
 
-import colorsys
 import contextlib
 import zlib
 
@@ -32,6 +31,7 @@ def number(value: float) -> str:
 def hsl_color(hue: float, saturation: float, lightness: float) -> str:
     """`#rrggbb` of a hue (degrees), saturation and lightness (percent). Written as hex
     because some SVG renderers (cairosvg among them) paint `hsl(...)` fills black."""
+    import colorsys  # (vmrt.svg is imported on `vmrt run`'s start path; this is not)
     red, green, blue = colorsys.hls_to_rgb(hue % 360 / 360, lightness / 100, saturation / 100)
     return "#" + "".join(f"{round(channel * 255):02x}" for channel in (red, green, blue))
 

@@ -41,6 +41,7 @@ from vmrt.errors import StatusCode, VMError, VmrtError, file_error
 from vmrt.tools import function_io as fio
 from vmrt.tools.trace_json import Recording, add_trace_json_flag
 from vmrt.vm.context import Context, Function, Instance
+from vmrt.vm.module import load_module
 from vmrt.modules.natives import explain_device_target, native_modules_for
 
 def add_arguments(parser) -> None:
@@ -113,7 +114,6 @@ def add_arguments(parser) -> None:
 def _load(spec: str):
     """The module of a --module value, loaded as vmrt.load loads it (a .vmfb mapped,
     vmasm assembled, MLIR refused with what to do instead)."""
-    from vmrt.api import module_from, module_from_file
     if spec == "-":
         path, data = "<stdin>", sys.stdin.buffer.read()
     else:
@@ -131,6 +131,11 @@ def _load(spec: str):
                              StatusCode.NOT_FOUND).annotate(
                 f"loading bytecode module at '{path}'") from None
     try:
+        if data is None and path.endswith(".vmfb"):
+            # (mapped by load_module, as module_from_file would: vmrt.api is imported
+            # only for other files, `vmrt run`'s start-up being measured)
+            return load_module(path), path
+        from vmrt.api import module_from, module_from_file
         return (module_from(data) if data is not None else module_from_file(Path(path))), path
     except VmrtError as error:
         raise error.annotate(f"loading bytecode module at '{path}'")
