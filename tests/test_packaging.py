@@ -135,6 +135,27 @@ def test_the_ray_extra_brings_the_progress_bar(dist):
     assert any(line.split()[1].startswith("tqdm") for line in ray), ray
 
 
+def test_an_editable_install_is_visible_to_mypy(dist, tmp_path):
+    # `pip install -e .` as the README's `make install` does it: a plain path entry,
+    # which mypy follows (setuptools' import hook for other layouts it cannot see).
+    pytest.importorskip("mypy")
+    sdist, _, _ = dist
+    with tarfile.open(sdist) as archive:
+        archive.extractall(tmp_path / "src", filter="data")
+    (source,) = (tmp_path / "src").iterdir()
+    python = _venv(tmp_path / "venv")
+    # (without a compiler: the pure-Python package is enough for types, and quick)
+    _pip_install(python, "--no-build-isolation", "-e", source, cwd=tmp_path,
+                 env=_env(CC="/nonexistent"))
+    program = tmp_path / "program.py"
+    program.write_text("import vmrt\nloaded: int = vmrt.load\n")
+    result = _run([sys.executable, "-m", "mypy", "--python-executable", python,
+                   "--no-incremental", "--follow-imports=silent", program], cwd=tmp_path,
+                  timeout=300)
+    assert "import-not-found" not in result.stdout, result.stdout
+    assert 'expression has type "def load(' in result.stdout, result.stdout
+
+
 def test_wheel_installs_and_runs(dist, tmp_path):
     _, wheel, _ = dist
     assert wheel.name.endswith(f"-{WHEEL_TAG}.whl"), wheel.name
