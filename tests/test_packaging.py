@@ -17,6 +17,7 @@ fetches them through pip's index.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -173,6 +174,32 @@ def test_wheel_installs_and_runs(dist, tmp_path):
         result = _check(_run([vmrt, *RUN_ARGS, f"--module={module_file}"], cwd=tmp_path,
                              timeout=120))
         assert result.stdout == EXPECTED
+
+
+def test_auditwheel_gives_the_wheel_a_manylinux_tag(dist, tmp_path):
+    # (as `make wheel` does: the tag an index accepts, not the build's linux_x86_64)
+    pytest.importorskip("auditwheel")
+    _, wheel, _ = dist
+    _check(_run([sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", tmp_path / "out",
+                 wheel], cwd=tmp_path, timeout=300))
+    (repaired,) = (tmp_path / "out").glob("*.whl")
+    assert re.fullmatch(r"vmrt-[^-]+-cp310-abi3-manylinux_2_\d+_x86_64\.whl", repaired.name), \
+        repaired.name
+    python = _venv(tmp_path / "venv")
+    _pip_install(python, "--force-reinstall", repaired, cwd=tmp_path)
+    result = _check(_run([tmp_path / "venv" / "bin" / "vmrt", *RUN_ARGS,
+                          f"--module={MLP_CPU}"], cwd=tmp_path, timeout=120))
+    assert result.stdout == EXPECTED
+
+
+def test_a_wheel_built_without_a_compiler_is_py3_none_any(dist, tmp_path):
+    sdist, _, isolated = dist
+    flags = [] if isolated else ["--no-build-isolation"]
+    _check(_run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", *flags,
+                 "--wheel-dir", tmp_path, sdist], cwd=tmp_path, timeout=300,
+                env=_env(CC="/nonexistent")))
+    (wheel,) = tmp_path.glob("*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
 
 
 def test_install_without_compiler_is_pure_python(dist, tmp_path):
