@@ -15,8 +15,9 @@ print the new file's listing unless --quiet. The output format follows the
 output's extension (or --format; another extension is an error); splats are
 written out as data in formats that have no splats. IRPA stores no dtype or
 shape: converted to safetensors or GGUF, such parameters are flat U8 bytes (a
-warning names them) unless `--tensor=NAME=2x3xf32` gives theirs. On a terminal, a progress bar shows the bytes
-written (with tqdm installed: the vmrt[progress] extra).
+warning names them) unless `--tensor=NAME=2x3xf32` gives theirs. On a terminal,
+a progress bar shows the bytes written (with tqdm installed: the vmrt[progress]
+extra).
 """
 
 from __future__ import annotations

@@ -13,10 +13,12 @@ lines. `--output=` takes `-` (the value as its result line shows it: a buffer
 view under a `hal.buffer_view` line), `` (skip), `@file.npy`, `+file.npy`,
 `@file.bin` and `+file.bin`; `--expected_output=` compares the results (tensors
 within `--expected_f32_threshold` etc., or `--equality_mode=exact`), prints
-`[SUCCESS]` or `[FAILED]` lines with expected and actual, and exits 1 on a mismatch. `--output_max_element_count` (alias `--print_max_element_count`) bounds the
-elements a tensor result prints; `--print_statistics` prints each device's
-allocation counts (vmrt's, not upstream's table) to stderr at the end;
-`--module_mode` is accepted so iree-run-module command lines work unchanged. `--parameters=[SCOPE=]FILE` (.irpa, .safetensors, .gguf;
+`[SUCCESS]` or `[FAILED]` lines with expected and actual, and exits 1 on a
+mismatch. `--output_max_element_count` (alias `--print_max_element_count`)
+bounds the elements a tensor result prints; `--print_statistics` prints each
+device's allocation counts (vmrt's, not upstream's table) to stderr at the end;
+`--module_mode` is accepted so iree-run-module command lines work unchanged.
+`--parameters=[SCOPE=]FILE` (.irpa, .safetensors, .gguf;
 repeatable) feeds the io_parameters module of modules importing it, with the
 files mapped (`--parameter_mode=mmap`, the default), read (`file`) or
 preloaded (`preload`). Modules importing `yieldable_test`
