@@ -446,13 +446,7 @@ static int load_steps(elf_load_t* s) {
 int vmrt_elf_load_ex(const uint8_t* data, size_t size, uint32_t flags,
                      vmrt_elf_module_t** out_module, char* error, size_t error_capacity) {
   elf_load_t s;
-  memset(&s, 0, sizeof s);
-  s.data = data;
-  s.size = data ? size : 0;
-  s.flags = flags;
-  s.error = error;
-  s.error_capacity = error_capacity;
-  if (error && error_capacity) error[0] = '\0';
+  elf_state_init(&s, data, size, flags, error, error_capacity);
   if (!out_module) return elf_fail(&s, VMRT_ELF_INVALID, "no output pointer");
   *out_module = NULL;
   s.m = (vmrt_elf_module_t*)calloc(1, sizeof *s.m);

@@ -247,16 +247,21 @@ int elf_check_headers(elf_load_t* s) {
   return rc;
 }
 
+void elf_state_init(elf_load_t* s, const uint8_t* data, size_t size, uint32_t flags,
+                    char* error, size_t error_capacity) {
+  memset(s, 0, sizeof *s);
+  s->data = data;
+  s->size = data ? size : 0;
+  s->flags = flags;
+  s->error = error;
+  s->error_capacity = error_capacity;
+  if (error && error_capacity) error[0] = '\0';
+}
+
 int vmrt_elf_check_headers(const uint8_t* data, size_t size, uint32_t flags, char* error,
                            size_t error_capacity) {
   elf_load_t s;
-  memset(&s, 0, sizeof s);
-  s.data = data;
-  s.size = data ? size : 0;
-  s.flags = flags;
-  s.error = error;
-  s.error_capacity = error_capacity;
-  if (error && error_capacity) error[0] = '\0';
+  elf_state_init(&s, data, size, flags, error, error_capacity);
   s.m = (vmrt_elf_module_t*)calloc(1, sizeof *s.m);
   if (!s.m) return elf_fail(&s, VMRT_ELF_EXHAUSTED, "out of memory");
   int rc = elf_check_headers(&s);

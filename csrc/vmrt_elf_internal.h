@@ -190,6 +190,9 @@ static inline void sym_name(const vmrt_elf_module_t* m, uint32_t name, char* out
 /* vmrt_elf_headers.c: the checks of the file's headers and program headers
  * (segments recorded in s->m). */
 int elf_check_headers(elf_load_t* s);
+/* A load's state over `data` with nothing checked yet (the error text emptied). */
+void elf_state_init(elf_load_t* s, const uint8_t* data, size_t size, uint32_t flags,
+                    char* error, size_t error_capacity);
 void elf_read_phdr(const elf_load_t* s, uint32_t index, elf_phdr_t* p);
 /* The section header table when usable (inside the file, 64-byte entries): 1 and
  * its offset and count, else 0. Sections are optional and never loaded: an
