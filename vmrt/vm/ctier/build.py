@@ -320,9 +320,8 @@ def _remember_failure(folder: code_cache.CodeCache | None, name: str, message: s
 
 def _publish(folder: code_cache.CodeCache | None, key: str, built: Path) -> str | None:
     """Copies a new build into the cache, named by its CRC, and removes the other
-    files of its name (refused ones; builds of other processes at the same time,
-    which differ in the debug information naming their folder); returns the copy's
-    path, or None when the cache cannot be written."""
+    files of its name (ones the checks refused, which this build replaces); returns
+    the copy's path, or None when the cache cannot be written."""
     if folder is None:
         return None
     try:
