@@ -23,8 +23,7 @@ the compiler version.
 For each build and each device (local-sync, local-task) one process times a call of
 `predict` through vmrt and through iree.runtime on the same .vmfb with the same
 inputs (random, fixed seed). A call takes numpy arrays in and gives a host numpy
-array out on both sides: vmrt returns numpy arrays (a large result nothing else holds
-is handed over, others copied); iree.runtime's result is pulled with .to_host() (a
+array out on both sides: vmrt returns numpy arrays (copies of the result buffers); iree.runtime's result is pulled with .to_host() (a
 mapping of the device buffer on local devices). After
 a warm-up call, rounds of calls alternate between the two runtimes (the order
 flipping every round) so machine noise hits both; the figure is the best round's

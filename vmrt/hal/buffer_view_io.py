@@ -12,7 +12,6 @@ tensor, no values means zeros. Printing nests rows in brackets
 from __future__ import annotations
 
 import functools
-import gc
 import math
 import re
 import struct
@@ -333,11 +332,9 @@ def buffer_views_from_numpy(arrays: list, device_or_allocator) -> list[BufferVie
     return views
 
 
-def buffer_view_to_numpy(view: BufferView, sole: bool = False):
-    """A numpy array holding a dense buffer view's contents: a copy, or with `sole`
-    (the caller holds the only reference to `view`) the buffer's own memory when
-    nothing else can reach it any more (handed_over_memory), which no one can then
-    tell from a copy."""
+def buffer_view_to_numpy(view: BufferView):
+    """A numpy array holding a copy of a dense buffer view's contents (a copy, so that
+    nothing the module does later, nor the buffer's release, can change it)."""
     import numpy as np
     if view.encoding_type not in _NUMPY_ENCODINGS:
         raise HalError("only dense row-major buffer views convert to numpy",
@@ -347,73 +344,8 @@ def buffer_view_to_numpy(view: BufferView, sole: bool = False):
     if dtype is None:
         dtype = _DTYPES[element_type] = dtype_for_element_type(element_type)
     # (every type with a dtype is whole bytes: the view's bytes are its elements)
-    if sole and view.byte_length >= HANDOVER_BYTES:
-        memory = handed_over_memory(view)
-        if memory is not None:
-            return np.frombuffer(memory, dtype=dtype).reshape(view.shape)
     data = view.buffer.map_range(_ACCESS_READ, 0, view.byte_length)
     return np.frombuffer(data, dtype).reshape(view.shape).copy()  # (dtype positional: cheaper)
-
-
-#: Results at least this large may be handed over instead of copied (a smaller copy
-#: costs about what the checks do).
-HANDOVER_BYTES = 64 << 10
-
-
-def handed_over_memory(view: BufferView):
-    """The bytes of `view`, no copy, when its caller holds the only reference to
-    `view` and nothing but `view` reaches its buffer or that buffer's memory: an
-    allocated (not subspan, not imported, writable) buffer whose storage no mapping,
-    subspan, sibling allocation or other view shares; else None.
-
-    Whether something else holds them is read from reference counts, compared with
-    those of a buffer view just allocated (_sole_counts), so the interpreter's own
-    way of counting cancels out. Free-threaded builds always copy."""
-    if not _may_hand_over(view):
-        return None
-    expected = _SOLE_COUNTS or _sole_counts()
-    if expected[0] < 0 or _reference_counts(view) != expected:
-        return None
-    storage = view.buffer.storage
-    return storage if len(storage) == view.byte_length else storage[:view.byte_length]
-
-
-def _may_hand_over(view: BufferView) -> bool:
-    """Whether `view` covers the start of an allocated writable readable buffer that
-    is still committed (references aside)."""
-    buffer = view.buffer
-    return buffer._root is None and not buffer._decommitted and not buffer.copy_on_write \
-        and buffer.allowed_access & _ACCESS_READ and buffer.storage.__class__ is memoryview \
-        and not buffer.storage.readonly and len(buffer.storage) >= view.byte_length
-
-
-def _reference_counts(view: BufferView) -> tuple[int, ...]:
-    """References to the buffer of `view`, its storage, the storage's managed buffer
-    (every memoryview sliced from the storage, a mapping, holds one) and memory."""
-    buffer = view.buffer
-    storage = buffer.storage
-    managed = gc.get_referents(storage)  # (a memoryview refers to its managed buffer only)
-    memory = storage.obj
-    return (sys.getrefcount(buffer), sys.getrefcount(storage), len(managed),
-            sys.getrefcount(managed[0]) if managed else 0, sys.getrefcount(memory))
-
-
-def _sole_counts() -> tuple[int, ...]:
-    """_reference_counts of a buffer view nothing else shares (once per process)."""
-    global _SOLE_COUNTS
-    if getattr(sys, "_is_gil_enabled", lambda: True)():
-        from vmrt.hal.buffer import Buffer
-        buffer = Buffer.allocate(HANDOVER_BYTES, int(MemoryType.HOST_LOCAL),
-                                 int(MemoryAccess.ALL), 0)
-        view = BufferView.of_dense(buffer, (HANDOVER_BYTES,), int(E.UINT_8), HANDOVER_BYTES)
-        del buffer
-        _SOLE_COUNTS = _reference_counts(view)
-    else:
-        _SOLE_COUNTS = (-1,)  # counts are not exact without the GIL
-    return _SOLE_COUNTS
-
-
-_SOLE_COUNTS: tuple[int, ...] | None = None
 
 
 _NUMPY_ENCODINGS = (int(EncodingType.DENSE_ROW_MAJOR), int(EncodingType.OPAQUE))

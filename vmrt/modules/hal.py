@@ -33,7 +33,6 @@ from vmrt.hal.types import (
 from vmrt.native import NativeModule, export
 from vmrt.vm.buffer import ACCESS_MUTABLE, ACCESS_ORIGIN_MODULE, VMBuffer
 from vmrt.vm.cconv import Signature
-from vmrt.vm.invocation import SOLE_LOCAL
 from vmrt.vm.limits import current_guard, leave_guard
 from vmrt.vm.ref import RefObject, null_ref_error, register_ref_type
 
@@ -871,20 +870,9 @@ class HostAdapter:
     def wait_fence(self, fence: Fence) -> None:
         fence.wait()
 
-    def convert_results(self, signature: Signature, result, sole: bool = False):
-        if result.__class__ is BufferView:
-            return buffer_view_to_numpy(result, sole)
+    def convert_results(self, signature: Signature, result):
         if isinstance(result, tuple):
-            if not sole:
-                return tuple(self.to_host(r) for r in result)
-            converted = []
-            for value in result:
-                if value.__class__ is BufferView:
-                    # (`result` holds it once, `value` once: nothing else may)
-                    only = sys.getrefcount(value) == SOLE_LOCAL + 1
-                    value = buffer_view_to_numpy(value, only)
-                converted.append(value)
-            return tuple(converted)
+            return tuple(self.to_host(value) for value in result)
         return self.to_host(result)
 
     def to_host(self, value):

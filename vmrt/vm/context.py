@@ -18,7 +18,7 @@ from vmrt.vm.cconv import signature_of
 from vmrt.vm.codegen import CodegenOptions
 from vmrt.vm.hooks import ExecutionHooks, HookDispatcher
 from vmrt.vm.invocation import (
-    AsyncFunction, Function, HostAdapter, Invocation, with_sole_results)
+    AsyncFunction, Function, HostAdapter, Invocation)
 from vmrt.vm.ctier import check_tier, selected_tier
 from vmrt.vm.limits import Limits, Meter
 from vmrt.vm.module import Module, ModuleInstance, run_to_completion
@@ -237,7 +237,7 @@ class Context:
         when created with host_arrays). The first adapter set stays; set it before
         looking up functions, which read it once."""
         if self.host_adapter is None:
-            self.host_adapter = with_sole_results(adapter)
+            self.host_adapter = adapter
 
     # -- execution hooks --------------------------------------------------------------------
     def add_hook(self, hook: ExecutionHooks) -> None:

@@ -11,7 +11,6 @@ buffer views) and makes the fences of async-external calls.
 from __future__ import annotations
 
 import operator
-from sys import getrefcount
 import types
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -34,10 +33,8 @@ class HostAdapter(Protocol):
     def convert_arguments(self, signature: Signature, args: tuple) -> tuple:
         """Host values -> VM values, one per element of `signature.arguments`."""
 
-    def convert_results(self, signature: Signature, result: Any, sole: bool = False) -> Any:
-        """VM results (None, one value or a tuple) -> host values. `sole`: the caller
-        holds the only reference to `result` (so a value nothing else references may
-        become a host value without a copy)."""
+    def convert_results(self, signature: Signature, result: Any) -> Any:
+        """VM results (None, one value or a tuple) -> host values."""
 
     def create_signal_fence(self) -> Any:
         """A fence for an async-external call to signal (AsyncFunction)."""
@@ -49,43 +46,6 @@ class HostAdapter(Protocol):
         """`args` with each value the declaration's `inputs` say is a tensor, and that
         is not an array or ref, made an array of the declared dtype (as numpy.asarray
         would); an adapter without this method leaves such values alone."""
-
-
-def _sole_local_count() -> int:
-    """sys.getrefcount of an object that only one local variable holds, as this
-    interpreter counts (2 through CPython 3.13: the variable and the argument)."""
-    probe = object()
-    return getrefcount(probe)
-
-
-#: What getrefcount says of a value only the calling frame's variable holds.
-SOLE_LOCAL = _sole_local_count()
-
-
-_CO_VARARGS = 0x04  # (inspect.CO_VARARGS, without importing inspect)
-
-
-def with_sole_results(adapter: Any) -> Any:
-    """`adapter`, or a wrapper of it when its convert_results takes no `sole` (an
-    adapter written before that argument existed): Function calls pass it always."""
-    method = getattr(adapter, "convert_results", None)
-    code = getattr(getattr(method, "__func__", method), "__code__", None)
-    if code is None or code.co_flags & _CO_VARARGS or code.co_argcount >= 4:  # (sole fits)
-        return adapter
-    return _ResultsWithoutSole(adapter)
-
-
-class _ResultsWithoutSole:
-    """A host adapter whose convert_results takes (signature, result) only."""
-
-    def __init__(self, adapter: Any) -> None:
-        self.adapter = adapter
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.adapter, name)
-
-    def convert_results(self, signature: Signature, result: Any, sole: bool = False) -> Any:
-        return self.adapter.convert_results(signature, result)
 
 
 # -- Python values <-> registers ----------------------------------------------------------------
@@ -278,8 +238,7 @@ class Function:
                 result = run_to_completion(result)
             if host is None:
                 return result
-            sole = getrefcount(result) == SOLE_LOCAL
-            return host.convert_results(self.signature, result, sole)
+            return host.convert_results(self.signature, result)
         except BaseException as exc:
             self.context._vm_errors().__exit__(type(exc), exc, exc.__traceback__)
             raise
@@ -357,9 +316,9 @@ class _FencedHost:
     def tensor_arguments(self, args: tuple, inputs: list[ValueInfo]) -> tuple:
         return self.host.tensor_arguments(args, inputs)
 
-    def convert_results(self, signature: Signature, result: Any, sole: bool = False) -> Any:
+    def convert_results(self, signature: Signature, result: Any) -> Any:
         self.host.wait_fence(self.signal)
-        return self.host.convert_results(signature, result, sole)
+        return self.host.convert_results(signature, result)
 
 
 class Invocation:
