@@ -3,8 +3,8 @@ with its calling convention (runtime/src/iree/modules/hal/exports.inl,
 module.c). Each export unpacks VM values, calls vmrt.hal and packs results.
 
 Importing this module registers the HAL objects as ref types (`!hal.buffer`,
-`!hal.buffer_view`, `!hal.device`, ...). `HostAdapter` turns numpy arrays into
-buffer views for `Function` calls and buffer views back into numpy arrays.
+`!hal.buffer_view`, `!hal.device`, ...). Its `HostAdapter` (vmrt.modules.host_arrays)
+turns numpy arrays into buffer views for `Function` calls and back.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from vmrt.errors import HalError, StatusCode, VmrtError
 from vmrt.hal.allocator import HeapAllocator
 from vmrt.hal.buffer import Buffer, check_fill_pattern
 from vmrt.hal.buffer_view import BufferView
-from vmrt.hal.buffer_view_io import (buffer_view_from_numpy, buffer_view_to_numpy,
-                                     buffer_views_from_numpy)
 from vmrt.hal.command_buffer import CommandBuffer
 from vmrt.hal.device import Device, create_device
 from vmrt.hal.executable import Executable
@@ -30,9 +28,9 @@ from vmrt.hal.types import (
     WHOLE_BUFFER, BufferUsage, EncodingType, MemoryAccess, format_buffer_usage,
     format_memory_type,
 )
+from vmrt.modules.host_arrays import HostAdapter
 from vmrt.native import NativeModule, export
 from vmrt.vm.buffer import ACCESS_MUTABLE, ACCESS_ORIGIN_MODULE, VMBuffer
-from vmrt.vm.cconv import Signature
 from vmrt.vm.limits import current_guard, leave_guard
 from vmrt.vm.ref import RefObject, null_ref_error, register_ref_type
 
@@ -68,7 +66,7 @@ _IMMUTABLE = int(BufferUsage.SHARING_IMMUTABLE)
 # -- argument helpers (public: modules over HAL objects, e.g. io_parameters, use them) -------------
 def deref(value, cls, what: str):
     """`value` when it is a `cls`; otherwise the null/wrong-type ref error naming `what`."""
-    if value.__class__ is cls or isinstance(value, cls):  # (the usual case, without a call)
+    if isinstance(value, cls):
         return value
     raise null_ref_error(what, value)
 
@@ -104,9 +102,7 @@ def _i32(value: int) -> int:
 
 def _ref(buffer, slot: int, offset: int, length: int):
     """A command buffer reference: direct when `buffer` is given, else slot `slot`."""
-    if buffer is not None and buffer.__class__ is not Buffer and not isinstance(buffer, Buffer):
-        raise null_ref_error("buffer", buffer)
-    return buffer, slot & _UINT32_MAX, offset, length
+    return deref_or_null(buffer, Buffer, "buffer"), slot & _UINT32_MAX, offset, length
 
 
 def _check_buffer_view(view: BufferView, message, expected_type: int, expected_encoding: int,
@@ -323,11 +319,8 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rrrIii_v", name="buffer.assert")
     def buffer_assert(self, buffer, message, allocator, minimum_length, memory_types,
                       buffer_usage):
-        # (deref inline, as in buffer_view_assert: a call checks each tensor argument)
-        if buffer.__class__ is not Buffer:
-            buffer = deref(buffer, Buffer, "buffer")
-        if message.__class__ is not VMBuffer:
-            message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
+        buffer = deref(buffer, Buffer, "buffer")
+        message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
         if buffer.byte_length < minimum_length:
             raise HalError(f"{_string(message)} buffer byte length {buffer.byte_length} less "
                            f"than expected minimum {minimum_length}",
@@ -344,8 +337,7 @@ class HalModule(NativeModule, name="hal", version=7):
                            f"{format_buffer_usage(buffer.allowed_usage)}"
                            f", operation requires {format_buffer_usage(required_usage)}",
                            StatusCode.PERMISSION_DENIED)
-        if allocator.__class__ is not HeapAllocator:
-            deref(allocator, HeapAllocator, "allocator")
+        deref(allocator, HeapAllocator, "allocator")
 
     @export("0r_I", name="buffer.length")
     def buffer_length(self, buffer):
@@ -384,10 +376,8 @@ class HalModule(NativeModule, name="hal", version=7):
     # -- buffer view -------------------------------------------------------------------------------
     @export("0rriiCID_v", name="buffer_view.assert")
     def buffer_view_assert(self, view, message, element_type, encoding_type, shape):
-        if view.__class__ is not BufferView:
-            view = deref(view, BufferView, "buffer_view")
-        if message.__class__ is not VMBuffer:
-            message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
+        view = deref(view, BufferView, "buffer_view")
+        message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
         # The common case first, exactly as expected: a few comparisons.
         if view.element_type == element_type & _UINT32_MAX and \
                 view.encoding_type == encoding_type & _UINT32_MAX:
@@ -403,8 +393,6 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0r_r", name="buffer_view.buffer")
     def buffer_view_buffer(self, view):
-        if view.__class__ is BufferView:
-            return view.buffer
         return deref(view, BufferView, "buffer_view").buffer
 
     @export("0rIIiiCID_r", name="buffer_view.create")
@@ -485,18 +473,9 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0riirIrIII_v", name="command_buffer.copy_buffer")
     def command_buffer_copy_buffer(self, command_buffer, source_slot, target_slot, source,
                                    source_offset, target, target_offset, length, flags):
-        # (_ref's and deref's checks inline for the usual exact types: an initializer
-        # records a copy per parameter, hundreds)
-        if command_buffer.__class__ is not CommandBuffer:
-            command_buffer = deref(command_buffer, CommandBuffer, "command_buffer")
-        if not (source is None or source.__class__ is Buffer) or \
-                not (target is None or target.__class__ is Buffer):
-            command_buffer.copy_buffer(_ref(source, source_slot, source_offset, length),
-                                       _ref(target, target_slot, target_offset, length), flags)
-            return
-        command_buffer.copy_buffer((source, source_slot & _UINT32_MAX, source_offset, length),
-                                   (target, target_slot & _UINT32_MAX, target_offset, length),
-                                   flags)
+        deref(command_buffer, CommandBuffer, "command_buffer").copy_buffer(
+            _ref(source, source_slot, source_offset, length),
+            _ref(target, target_slot, target_offset, length), flags)
 
     @export("0riiIi_r", name="command_buffer.create", state=True)
     def command_buffer_create(self, meter, device, modes, categories, queue_affinity,
@@ -590,8 +569,7 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIrrIiiII_r", name="device.queue.alloca", state=True)
     def device_queue_alloca(self, meter, device, queue_affinity, wait_fence, signal_fence, pool,
                             memory_types, buffer_usage, size, flags):
-        if not isinstance(device, Device):
-            deref(device, Device, "device")  # (raises)
+        device = deref(device, Device, "device")
         if pool != 0:
             raise HalError("VM queue allocation pools are not supported",
                            StatusCode.UNIMPLEMENTED)
@@ -631,10 +609,9 @@ class HalModule(NativeModule, name="hal", version=7):
     def device_queue_execute_indirect(self, meter, device, queue_affinity, wait_fence,
                                       signal_fence, command_buffer, flags, bindings):
         # The binding table: a copy of the span's (immutable) entries, their buffers
-        # checked (deref_or_null's test inline).
+        # checked.
         for buffer, _, _ in bindings:
-            if buffer is not None and buffer.__class__ is not Buffer:
-                deref_or_null(buffer, Buffer, "buffer")
+            deref_or_null(buffer, Buffer, "buffer")
         _queue_call(meter, deref(device, Device, "device").queue_execute,
                     queue_affinity, wait_fence, signal_fence,
                     deref(command_buffer, CommandBuffer, "command_buffer"), list(bindings),
@@ -715,9 +692,7 @@ class HalModule(NativeModule, name="hal", version=7):
     # -- fences ------------------------------------------------------------------------------------
     @export("0iICrD_i", name="fence.await", state=True)
     def fence_await(self, meter, timeout_millis, flags, fences):
-        # (deref_or_null inline for fences: a call awaits one every time)
-        fences = [f if f is None or f.__class__ is Fence else deref_or_null(f, Fence, "fence")
-                  for (f,) in fences]
+        fences = [deref_or_null(f, Fence, "fence") for (f,) in fences]
         pending = []
         for fence in fences:
             if fence is not None and not fence.is_reached():  # raises a failure
@@ -738,9 +713,7 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0rI_r", name="fence.create")
     def fence_create(self, device, flags):
-        if not isinstance(device, Device):
-            deref(device, Device, "device")  # (raises)
-        return device.create_fence()
+        return deref(device, Device, "device").create_fence()
 
     @export("0ri_v", name="fence.fail")
     def fence_fail(self, fence, status):
@@ -754,8 +727,7 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0ICrD_r", name="fence.join")
     def fence_join(self, flags, fences):
-        fences = [f if f is None or f.__class__ is Fence else deref_or_null(f, Fence, "fence")
-                  for (f,) in fences]
+        fences = [deref_or_null(f, Fence, "fence") for (f,) in fences]
         joined = Fence()
         for fence in fences:
             joined.extend(fence)
@@ -805,85 +777,6 @@ def _function_index(function: int) -> int:
     if not 0 <= function <= _UINT32_MAX:
         raise HalError(f"function id {function} out of range", StatusCode.OUT_OF_RANGE)
     return function
-
-
-#: Signature arguments -> the positions of their refs (HostAdapter.convert_arguments).
-_REF_POSITIONS: dict = {}
-
-
-class HostAdapter:
-    """Host values <-> VM values for `Function` calls through a context with the
-    hal module: numpy arrays (anything exposing `__array_interface__`) passed as
-    ref arguments become buffer views on `device`, buffer view results come back
-    as numpy arrays the host owns: a copy, or the buffer's own memory when nothing
-    else can reach it any more (buffer_view_to_numpy)."""
-
-    def __init__(self, device: Device):
-        self.device = device
-
-    def convert_arguments(self, signature: Signature, args) -> tuple:
-        """Arrays at ref positions become buffer views (spans pass through unchanged)."""
-        positions = _REF_POSITIONS.get(signature.arguments)
-        if positions is None:
-            positions = _REF_POSITIONS[signature.arguments] = tuple(
-                position for position, element in enumerate(signature.arguments)
-                if element == "r")
-        at, arrays = [], []
-        for position in positions:
-            if position >= len(args):
-                break
-            value = args[position]
-            # (the class first: ndarray's __array_interface__ builds a dict per lookup)
-            if hasattr(value.__class__, "__array_interface__") or \
-                    not isinstance(value, RefObject) and value is not None and \
-                    hasattr(value, "__array_interface__"):
-                at.append(position)
-                arrays.append(value)
-        if not arrays:
-            return args
-        converted = list(args)
-        for position, view in zip(at, buffer_views_from_numpy(arrays, self.device)):
-            converted[position] = view
-        return tuple(converted)
-
-    def tensor_arguments(self, args: tuple, inputs) -> tuple:
-        """Values at the declaration's tensor `inputs` (vmrt.vm.declaration.ValueInfo)
-        that are not arrays or refs, nested lists and numbers, become numpy arrays of
-        the declared dtype, as numpy.asarray(value, dtype) makes them."""
-        converted = list(args)
-        for position, (value, info) in enumerate(zip(args, inputs)):
-            if not info.is_tensor or info.dtype is None or value is None or \
-                    isinstance(value, RefObject) or hasattr(value, "__array_interface__"):
-                continue
-            import numpy as np
-            try:
-                converted[position] = np.asarray(value, dtype=info.dtype)
-            except (TypeError, ValueError, OverflowError) as error:
-                raise HalError(f"argument {position} ({info}): {error}",
-                               StatusCode.INVALID_ARGUMENT) from None
-        return tuple(converted)
-
-    def create_signal_fence(self) -> Fence:
-        """A fence for an async-external call to signal (vmrt.vm.invocation.AsyncFunction)."""
-        return self.device.create_fence()
-
-    def wait_fence(self, fence: Fence) -> None:
-        fence.wait()
-
-    def convert_results(self, signature: Signature, result):
-        if isinstance(result, tuple):
-            return tuple(self.to_host(value) for value in result)
-        return self.to_host(result)
-
-    def to_host(self, value):
-        if isinstance(value, BufferView):
-            return buffer_view_to_numpy(value)
-        return value
-
-    def to_vm(self, value):
-        if isinstance(value, RefObject) or value is None:
-            return value
-        return buffer_view_from_numpy(value, self.device)
 
 
 __all__ = ["Channel", "Event", "HalModule", "HostAdapter", "charged", "deref", "deref_or_null",
