@@ -181,19 +181,12 @@ def test_dump_output_all_and_disassembly_match_iree_dump_module(capsys):
         assert vmrt(capsys, "dump", f"--output={output}", SCALAR)[:2] == (0, theirs.stdout)
 
 
-def test_dump_format_is_a_hidden_deprecated_alias(capsys):
+def test_dump_defaults_to_all_and_refuses_unknown_outputs(capsys):
     assert vmrt(capsys, "dump", SCALAR) == vmrt(capsys, "dump", "--output=all", SCALAR)
-    metadata_text = vmrt(capsys, "dump", "--output=metadata", SCALAR)
-    assert vmrt(capsys, "dump", "--format=text", SCALAR) == metadata_text
-    code, out, _ = vmrt(capsys, "dump", "--format=json", SCALAR)
-    assert code == 0 and (code, out) == vmrt(capsys, "dump", "--output=flatbuffer-json",
-                                             SCALAR)[:2]
-    assert json.loads(out)["name"] == "module"
-    help_text = subcommand_help(capsys, "dump")
-    assert re.search(r"^  --output", help_text, re.MULTILINE)
-    assert not re.search(r"^  --format|\[--format", help_text, re.MULTILINE)
-    code, out, err = vmrt(capsys, "dump", "--format=xml", SCALAR)
-    assert_one_line_error(code, out, err, "--format")
+    code, out, _ = vmrt(capsys, "dump", "--output=flatbuffer-json", SCALAR)
+    assert code == 0 and json.loads(out)["name"] == "module"
+    code, out, err = vmrt(capsys, "dump", "--output=xml", SCALAR)
+    assert_one_line_error(code, out, err, "--output")
 
 
 # -- 5. run --output=-, as iree-run-module -----------------------------------------------------

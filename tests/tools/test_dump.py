@@ -28,7 +28,7 @@ def reference_dump(path, output):
 @needs_dump_tool
 def test_json_matches_iree_dump_module(corpus, capsys):
     for module in corpus:
-        assert main(["dump", "--format=json", str(module.vmfb)]) == 0
+        assert main(["dump", "--output=flatbuffer-json", str(module.vmfb)]) == 0
         ours = capsys.readouterr().out
         theirs = reference_dump(module.vmfb, "flatbuffer-json")
         # Field by field first (clear failure messages), then byte for byte.
@@ -62,7 +62,7 @@ def test_default_and_disassembly_are_iree_dump_modules_on_the_examples():
 @needs_dump_tool
 def test_pretty_json_matches(corpus, capsys):
     module = corpus[0]
-    assert main(["dump", "--format=json", "--pretty", str(module.vmfb)]) == 0
+    assert main(["dump", "--output=flatbuffer-json", "--pretty", str(module.vmfb)]) == 0
     theirs = subprocess.run(["iree-dump-module", "--output=flatbuffer-json", "--pretty",
                              str(module.vmfb)], capture_output=True, text=True).stdout
     assert capsys.readouterr().out == theirs

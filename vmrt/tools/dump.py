@@ -15,7 +15,6 @@ is invalid but whose tables read).
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from vmrt.format import is_vector_present, module_to_json, read_module
@@ -30,23 +29,10 @@ FEATURE_EXT_F64 = 1 << 1
 REF_SIZE = 16
 _TYPE_NAMES = {"i": "i32", "f": "f32", "I": "i64", "F": "f64", "r": "!vm.ref<?>"}
 OUTPUTS = ("metadata", "disassembly", "all", "flatbuffer-json", "flatbuffer-binary")
-#: The deprecated --format values and the --output they mean.
-_FORMAT_OUTPUTS = {"text": "metadata", "json": "flatbuffer-json"}
-
-
-def _output_of_format(value: str) -> str:
-    if value not in _FORMAT_OUTPUTS:
-        raise argparse.ArgumentTypeError(f"invalid choice: '{value}' (choose from 'text', "
-                                         "'json'; or use --output=metadata|flatbuffer-json)")
-    return _FORMAT_OUTPUTS[value]
-
-
 def add_arguments(parser) -> None:
     parser.add_argument("module", help="a .vmfb file")
     parser.add_argument("--output", choices=OUTPUTS, default="all",
                         help="what to print (default all, as iree-dump-module)")
-    parser.add_argument("--format", dest="output", type=_output_of_format,
-                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--pretty", action="store_true", help="indent JSON output")
     add_disassembly_flags(parser)
     add_flag(parser, "--no_verify", hidden=("--no-verify",), action="store_true",
