@@ -136,22 +136,30 @@ def _convert_span_entry(span: tuple, item, index: int) -> tuple:
     return tuple(_CONVERT[c](v) for c, v in zip(span, item))
 
 
-_CONVERTER_CACHE: dict[tuple, Callable[..., tuple]] = {}
-
-
 def _argument_converter(elements: tuple) -> Callable[..., tuple]:
-    """A function (*args) -> converted tuple for span-free arguments: one generated
-    function converts them all (a comprehension over converters costs ~0.5 us a call)."""
-    converter = _CONVERTER_CACHE.get(elements)
-    if converter is None:
-        names = [f"a{i}" for i in range(len(elements))]
-        body = ", ".join(f"C_{k}({n})" for k, n in zip(elements, names))
-        source = (f"def convert({', '.join(names)}):\n"
-                  f"    return ({body}{',' if len(elements) == 1 else ''})\n")
-        namespace = {f"C_{k}": fn for k, fn in _CONVERT.items()}
-        exec(source, namespace)
-        converter = _CONVERTER_CACHE[elements] = namespace["convert"]
-    return converter
+    """A function (*args) -> converted tuple for span-free arguments; a wrong count is
+    a TypeError, which Function.__call__'s slow path turns into a clear error. Up to
+    four arguments (most exports) it is one expression, without a loop."""
+    converters = tuple(_CONVERT[element] for element in elements)
+    count = len(converters)
+    if count == 1:
+        (c0,) = converters
+        return lambda a: (c0(a),)
+    if count == 2:
+        c0, c1 = converters
+        return lambda a, b: (c0(a), c1(b))
+    if count == 3:
+        c0, c1, c2 = converters
+        return lambda a, b, c: (c0(a), c1(b), c2(c))
+    if count == 4:
+        c0, c1, c2, c3 = converters
+        return lambda a, b, c, d: (c0(a), c1(b), c2(c), c3(d))
+
+    def convert(*args):
+        if len(args) != count:
+            raise TypeError(f"expected {count} arguments, got {len(args)}")
+        return tuple([convert_one(value) for convert_one, value in zip(converters, args)])
+    return convert
 
 
 # -- calls ------------------------------------------------------------------------------------
