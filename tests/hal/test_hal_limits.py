@@ -49,11 +49,27 @@ def executable() -> VMBuffer:
     return VMBuffer.from_bytes(hostile_hal.mlp_executable())
 
 
+#: Seconds no call here comes near unless it hangs: deadlines and cancels are shown
+#: by the error a call ends with, not by how soon it ends (machines are shared).
+HANG = 60
+
+
 def failure(fn, *args) -> tuple[VmrtError, float]:
+    """The error `fn(*args)` ends with, and the seconds it took (under HANG)."""
     start = time.monotonic()
     with pytest.raises(VmrtError) as info:
         fn(*args)
-    return info.value, time.monotonic() - start
+    elapsed = time.monotonic() - start
+    assert elapsed < HANG, f"{elapsed:.1f} s: the call hung"
+    return info.value, elapsed
+
+
+def cancel_after(ctx, seconds: float) -> tuple[threading.Timer, threading.Event]:
+    """A started timer cancelling `ctx`, and the event it sets once it has."""
+    cancelled = threading.Event()
+    timer = threading.Timer(seconds, lambda: (ctx.cancel(), cancelled.set()))
+    timer.start()
+    return timer, cancelled
 
 
 # -- item 1: every allocation path is charged ---------------------------------------------------
@@ -111,23 +127,23 @@ def test_an_allocation_waiting_on_a_fence_stops_with_its_call():
     ctx = context(Limits(timeout=0.2))
     error, elapsed = failure(ctx.function("hostile.alloca_waiting"), 64)
     assert error.code == StatusCode.DEADLINE_EXCEEDED
-    assert 0.2 <= elapsed < 0.2 + 0.1
+    assert elapsed >= 0.2  # it waited for the fence until its deadline
     assert ctx.memory_in_use == 0
     ctx = context(Limits())
-    timer = threading.Timer(0.1, ctx.cancel)
-    timer.start()
-    error, elapsed = failure(ctx.function("hostile.alloca_waiting"), 64)
+    timer, cancelled = cancel_after(ctx, 0.1)
+    error, _ = failure(ctx.function("hostile.alloca_waiting"), 64)
     timer.join()
-    assert error.code == StatusCode.CANCELLED and elapsed < 0.1 + 0.1
+    assert error.code == StatusCode.CANCELLED and cancelled.is_set()
 
 
 # -- item 2: dispatches are metered and interruptible ---------------------------------------------
 @pytest.mark.parametrize("device", ["local-sync", "local-task"])
 def test_huge_dispatch_stops_at_the_deadline(device):
     ctx = context(Limits(timeout=0.2), device)
+    # (65535 x 65535 workgroups: hours of work, so ending at all is the deadline's doing)
     error, elapsed = failure(ctx.function("hostile.dispatch"), executable(), 0, 65535, 65535)
     assert error.code == StatusCode.DEADLINE_EXCEEDED
-    assert elapsed < 0.2 + 0.1
+    assert elapsed >= 0.2
     assert ctx.memory_in_use == 0
     assert ctx.function("hostile.dispatch")(executable(), 0, 1, 1) == 0  # its own timeout
 
@@ -158,19 +174,17 @@ def test_dispatches_from_two_threads_keep_their_own_deadlines(device):
         stop.set()
         other.join()
     assert error.code == StatusCode.DEADLINE_EXCEEDED
-    assert 0.5 <= elapsed < 0.5 + 0.1
+    assert elapsed >= 0.5  # its own deadline, not one of the other thread's calls
     assert results and all(result == 0 for result in results), results
 
 
 @pytest.mark.parametrize("device", ["local-sync", "local-task"])
 def test_huge_dispatch_stops_when_cancelled(device):
     ctx = context(Limits(), device)
-    timer = threading.Timer(0.1, ctx.cancel)
-    timer.start()
-    error, elapsed = failure(ctx.function("hostile.dispatch"), executable(), 0, 65535, 65535)
+    timer, cancelled = cancel_after(ctx, 0.1)
+    error, _ = failure(ctx.function("hostile.dispatch"), executable(), 0, 65535, 65535)
     timer.join()
-    assert error.code == StatusCode.CANCELLED
-    assert elapsed < 0.1 + 0.1
+    assert error.code == StatusCode.CANCELLED and cancelled.is_set()
 
 
 def test_dispatch_work_is_charged_fuel():
@@ -193,9 +207,8 @@ def test_matmul_model_respects_timeout_and_fuel(compile_mlir):
     for limits, code in ((Limits(timeout=0.05), StatusCode.DEADLINE_EXCEEDED),
                          (Limits(fuel=1000), StatusCode.RESOURCE_EXHAUSTED)):
         ctx = vmrt.Context(modules=[HalModule(), module], limits=limits)
-        error, elapsed = failure(ctx.function("module.matmul"), a, a)
+        error, _ = failure(ctx.function("module.matmul"), a, a)
         assert error.code == code
-        assert elapsed < 0.05 + 0.1
     ctx = vmrt.Context(modules=[HalModule(), module], limits=Limits(fuel=10**9, timeout=60))
     np.testing.assert_allclose(ctx.function("module.matmul")(a, a), a @ a)
 
@@ -219,7 +232,7 @@ def test_an_executable_that_loops_forever_stops_at_the_deadline(device):
     looping = VMBuffer.from_bytes(hostile_hal.spinning_executable())
     ctx = context(Limits(timeout=0.1, fuel=10**12), device)
     error, elapsed = failure(ctx.function("hostile.dispatch_unbound"), looping, 0, 1, 1)
-    assert error.code == StatusCode.DEADLINE_EXCEEDED and elapsed < 0.1 + 0.1
+    assert error.code == StatusCode.DEADLINE_EXCEEDED and elapsed >= 0.1
     ctx = context(Limits(fuel=100_000), device)
     error, _ = failure(ctx.function("hostile.dispatch_unbound"), looping, 0, 1, 1)
     assert error.code == StatusCode.RESOURCE_EXHAUSTED
@@ -321,12 +334,13 @@ def test_dispatches_in_c_under_limits_spend_what_python_spends(monkeypatch, c_ru
 def test_a_huge_dispatch_in_c_makes_its_workgroup_ids_one_at_a_time(monkeypatch, c_runs):
     """No list of a dispatch's ids is made for C to run (65535 x 65535 of them would
     hold gigabytes, uncharged, and take minutes to make): under a fuel limit alone
-    it fails once its fuel is spent. (The timer cancels a run that makes the list.)"""
+    it fails once its fuel is spent. (The timer cancels a run that makes the list,
+    which would hang the test for minutes.)"""
     import tracemalloc
 
     built_in_c(monkeypatch)
     ctx = context(Limits(fuel=10**6))
-    timer = threading.Timer(2.0, ctx.cancel)
+    timer = threading.Timer(HANG / 2, ctx.cancel)
     timer.start()
     tracemalloc.start()
     try:
