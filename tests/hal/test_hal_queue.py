@@ -22,14 +22,21 @@ DEFAULT = int(BufferUsage.DEFAULT)
 ANY = int(CommandCategory.ANY)
 
 
+#: Seconds no test here comes near unless it hangs (or work meant to overlap did not).
+HANG = 60
+
+
 class Doubler(Executable):
     """Function 0: out[i] = in[i] * 2 + constant[0] for the i32 at workgroup x.
-    Function 1: fails on workgroup 2. Records which worker ran each workgroup."""
+    Function 1: fails on workgroup 2. Records which worker ran each workgroup.
+    With `meet`, the first `meet` workgroups to start wait for one another: they
+    finish only if the device runs them at the same time (else the wait breaks)."""
 
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, meet: int = 0):
         super().__init__([FunctionInfo("double", constant_count=1, binding_count=2),
                           FunctionInfo("fail", binding_count=0)])
-        self.delay = delay
+        self.meeting = threading.Barrier(meet, timeout=HANG) if meet else None
+        self.started = 0
         self.workers: dict[int, int] = {}
         self.lock = threading.Lock()
 
@@ -37,8 +44,11 @@ class Doubler(Executable):
         for x, y, z in workgroups:
             if state.function == 1 and x == 2:
                 raise HalError("workgroup 2 refused", StatusCode.ABORTED)
-            if self.delay:
-                time.sleep(self.delay)
+            with self.lock:
+                self.started += 1
+                meets = self.meeting is not None and self.started <= self.meeting.parties
+            if meets:
+                self.meeting.wait()
             with self.lock:
                 self.workers[x] = worker_id
             if state.function == 0:
@@ -192,7 +202,7 @@ def test_queue_operations_follow_their_fences(device):
     if device.identifier == "local-task":
         device.queue_fill(-1, wait, signal, buffer, 0, 8, b"\5")
         time.sleep(0.01)
-        assert _values(buffer) == [0, 0]  # still waiting for `first`
+        assert _values(buffer) == [0, 0] and second.query() == 0  # waiting for `first`
         first.signal(1)
         second.wait(1, time.monotonic() + 5)
     else:
@@ -238,7 +248,7 @@ def test_a_failing_dispatch_fails_the_signal_fence(device):
 def test_task_device_spreads_workgroups_over_workers():
     device = create_device("local-task", worker_count=4)
     try:
-        executable = Doubler(delay=0.01)
+        executable = Doubler(meet=4)  # one workgroup on each worker at once
         source = _buffer(device, list(range(16)))
         target = _buffer(device, [0] * 16)
         cb = device.create_command_buffer(0, ANY)
@@ -246,12 +256,10 @@ def test_task_device_spreads_workgroups_over_workers():
         cb.dispatch(executable, 0, (16, 1, 1), struct.pack("<i", 0),
                     [(source, 0, 0, -1), (target, 0, 0, -1)])
         cb.end()
-        start = time.monotonic()
         _execute(device, cb)
-        elapsed = time.monotonic() - start
         assert _values(target) == [2 * i for i in range(16)]
         assert len(set(executable.workers.values())) == 4
-        assert elapsed < 16 * 0.01  # the sleeps overlapped
+        assert not executable.meeting.broken  # the first four ran together
         assert device.query_i64("hal.device", "concurrency") == 4
     finally:
         device.close()
@@ -260,7 +268,7 @@ def test_task_device_spreads_workgroups_over_workers():
 def test_task_device_runs_independent_commands_of_a_region_together():
     device = create_device("local-task", worker_count=2)
     try:
-        executable = Doubler(delay=0.05)
+        executable = Doubler(meet=2)  # each dispatch's workgroup waits for the other's
         buffers = [(_buffer(device, [i]), _buffer(device, [0])) for i in range(2)]
         cb = device.create_command_buffer(0, ANY)
         cb.begin()
@@ -268,9 +276,8 @@ def test_task_device_runs_independent_commands_of_a_region_together():
             cb.dispatch(executable, 0, (1, 1, 1), struct.pack("<i", 0),
                         [(source, 0, 0, -1), (target, 0, 0, -1)])
         cb.end()
-        start = time.monotonic()
         _execute(device, cb)
-        assert time.monotonic() - start < 0.095
+        assert not executable.meeting.broken  # the two ran together
         assert [_values(t) for _, t in buffers] == [[0], [2]]
     finally:
         device.close()
