@@ -29,6 +29,8 @@ from native_helpers import f32
 
 pytestmark = pytest.mark.skipif(cmodule.lib is None, reason="vmrt._cnative is not built")
 
+#: Milliseconds no wait here comes near unless it would never end.
+HANG_MS = 60_000
 C_TYPES = {"i": "int32_t", "I": "int64_t", "f": "float", "F": "double", "r": "vmrt_ref_t"}
 
 
@@ -146,6 +148,22 @@ def _test_module_source() -> str:
         "  usleep((useconds_t)args->i0 * 1000);",
         "  return VMRT_OK;",
         "}",
+        # meet(ms): says it has started, then waits up to ms for release() from
+        # another thread; 1 if it came (that thread ran Python meanwhile), else 0.
+        "static int t_meet_started, t_meet_released;",
+        "VMRT_EXPORT(t_meet, void, i, i) {",
+        "  __atomic_store_n(&t_meet_started, 1, __ATOMIC_SEQ_CST);",
+        "  rets->i0 = 0;",
+        "  for (int32_t waited = 0; waited < args->i0 && !rets->i0; ++waited) {",
+        "    usleep(1000);",
+        "    rets->i0 = __atomic_load_n(&t_meet_released, __ATOMIC_SEQ_CST);",
+        "  }",
+        "  return VMRT_OK;",
+        "}",
+        "int t_meet_has_started(void) {",
+        "  return __atomic_load_n(&t_meet_started, __ATOMIC_SEQ_CST);",
+        "}",
+        "void t_meet_release(void) { __atomic_store_n(&t_meet_released, 1, __ATOMIC_SEQ_CST); }",
         "VMRT_EXPORT(t_leak_arg, void, r, v) {",
         "  vmrt_ref_t* keep = &((vmrt_ref_t*)state)[0];",
         "  return vmrt_ref_retain(stack, &args->r0, keep);",
@@ -166,6 +184,7 @@ def _test_module_source() -> str:
         *exports,
         '  {"module_value", "0v_i", t_module_value},',
         '  {"sleep_ms", "0i_v", t_sleep_ms},',
+        '  {"meet", "0i_i", t_meet},',
         '  {"leak_arg", "0r_v", t_leak_arg},',
         '  {"drop_kept", "0v_v", t_drop_kept},',
         "};",
@@ -208,6 +227,8 @@ def ctest(tmp_path_factory):
         const void* t_old_module(void);
         const void* t_failing_module(void);
         intptr_t t_sleep_ms_fn(void*, void*, void*, void*, void*);
+        int t_meet_has_started(void);
+        void t_meet_release(void);
     """)
     ffi.set_source("_vmrt_native_ctest", _test_module_source(), include_dirs=[get_include()],
                    extra_compile_args=["-O1", "-Wall", "-Wno-unused-variable"])
@@ -311,16 +332,20 @@ def test_bad_descriptors(ctest):
 
 
 def test_gil_is_released_during_c_exports(ctest):
+    """While a C export runs on one thread, Python runs on another: the export waits
+    for this thread to see it started and release it, which a held GIL forbids."""
     ctx = vmrt.Context(vmrt.Instance(), modules=[load_c_module(ctest.lib.t_module())])
-    sleep = ctx.function("ctest.sleep_ms")
-    threads = [threading.Thread(target=sleep, args=(300,)) for _ in range(4)]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.9, f"4 x 300 ms C sleeps took {elapsed:.2f} s: the GIL was held"
+    meet = ctx.function("ctest.meet")
+    met = []
+    thread = threading.Thread(target=lambda: met.append(meet(HANG_MS)))
+    thread.start()
+    give_up = time.monotonic() + 2 * HANG_MS / 1000
+    # (ctest.lib's own calls are cffi's, which release the GIL: they decide nothing)
+    while not ctest.lib.t_meet_has_started() and time.monotonic() < give_up:
+        time.sleep(0.001)
+    ctest.lib.t_meet_release()
+    thread.join()
+    assert met == [1], "the C export held the GIL: no Python ran until it gave up"
 
 
 @ref_type("!vmrt_test.kept")
