@@ -251,7 +251,8 @@ def close(ctx) -> None:
 
 # -- fuzzing: hostile calls under limits (tests/vm/test_untrusted.py, scripts/fuzz_limits.py) ---
 FUZZ_LIMITS = dict(fuel=200_000, max_depth=200, max_memory=4 << 20, timeout=0.05)
-#: How far past its deadline a call may end (the issue's bar).
+#: How far past its deadline a call may end in scripts/fuzz_limits.py (the issue's bar,
+#: a measurement on a quiet machine); the suite passes a limit only a hang reaches.
 DEADLINE_SLACK = 0.1
 
 
@@ -266,12 +267,13 @@ def mutate(data: bytes, rng) -> bytes:
 
 class Fuzzer:
     """Runs hostile calls in one context (per device) under FUZZ_LIMITS and checks
-    each: no hang past its deadline (DEADLINE_SLACK), no Python exception leaked
-    (as INTERNAL), memory_in_use back to 0 after every call."""
+    each: no call ending more than `deadline_slack` seconds past its deadline, no
+    Python exception leaked (as INTERNAL), memory_in_use back to 0 after every call."""
 
-    def __init__(self, device: str = "local-sync"):
+    def __init__(self, device: str = "local-sync", deadline_slack: float = DEADLINE_SLACK):
         from vmrt.vm.limits import Limits
         self.limits = Limits(**FUZZ_LIMITS)
+        self.deadline_slack = deadline_slack
         self.context = context(self.limits, device)
         self.devices = self.context.module("hal").module.devices
         self.calls = {name: self.context.function(f"hostile.{name}")
@@ -308,7 +310,7 @@ class Fuzzer:
         elapsed = time.monotonic() - start
         result = None  # (a returned buffer is dropped: its bytes must go back)
         self.longest = max(self.longest, elapsed)
-        if elapsed > self.limits.timeout + DEADLINE_SLACK:
+        if elapsed > self.limits.timeout + self.deadline_slack:
             self.problems.append(f"{name}{args[1:]}: {elapsed:.3f} s past a "
                                  f"{self.limits.timeout} s deadline")
         for device in self.devices:  # (work a call submits without waiting holds its buffers)
