@@ -54,20 +54,43 @@ def test_own_programs(source, tmp_path):
     _compare(source, tmp_path)
 
 
+#: Corpus modules whose iree-dump-module text IREE 3.13's own tools cannot read back
+#: (the tools are pinned): every other module's text must assemble identically.
+UNREADABLE_DUMPS = {
+    # iree-dump-module stops: "unhandled ext opcode" (an f32 extension op)
+    "float32_ops": "dump",
+    # iree-as-module: "duplicate function @__init" (an internal function and the
+    # exported initializer are both printed @__init)
+    **dict.fromkeys(["params", "params_gather", "tensor_async", "tensor_elementwise",
+                     "tensor_linalg", "tensor_results"], "assemble"),
+    # iree-as-module: "unexpected text after quoted string" (a vm.fail message
+    # holding quotes, printed unescaped; control_flow: vm.trace "name"(operands))
+    **dict.fromkeys(["globals", "params_types", "tensor_dynamic", "control_flow"], "assemble"),
+    # iree-as-module: "expected value register" (`.rwdata[%i3]`, an indirect
+    # global store's operand)
+    "rwdata_globals": "assemble",
+}
+
+
 def test_iree_dump_module_output_of_the_corpus(corpus, tmp_path):
-    """iree-dump-module's text for the modules iree-as-module can read back."""
+    """iree-dump-module's text for every corpus module iree-as-module can read back;
+    the ones it cannot are exactly UNREADABLE_DUMPS."""
     require_tools("iree-as-module", "iree-dump-module")
     from asm_helpers import iree_dump
-    checked = 0
+    unreadable, checked = {}, []
     for module in corpus:
         text = iree_dump(module.vmfb)
         source = tmp_path / f"{module.name}.vmasm"
         source.write_text(text.stdout)
-        if text.returncode or iree_as_module(source, tmp_path / "probe.vmfb").returncode:
-            continue  # upstream's printer/parser disagree (trace, indirect globals, ...)
-        _compare(source, tmp_path, exact_counts=False)
-        checked += 1
-    assert checked >= 10
+        if text.returncode:
+            unreadable[module.name] = "dump"
+        elif iree_as_module(source, tmp_path / "probe.vmfb").returncode:
+            unreadable[module.name] = "assemble"
+        else:
+            _compare(source, tmp_path, exact_counts=False)
+            checked.append(module.name)
+    assert unreadable == UNREADABLE_DUMPS
+    assert len(checked) == len(corpus) - len(UNREADABLE_DUMPS) > 0, checked
 
 
 def test_grammar_corners(tmp_path):
