@@ -100,7 +100,7 @@ def test_close_releases_the_context():
     add = m.neg
     with m:
         assert add(1) == -1
-    assert m.context._closed and m.context.instances == []
+    assert "(closed)" in repr(m) and m.context.instances == []
     with pytest.raises(vmrt.VmrtError) as info:
         m.neg(1)
     assert info.value.code == vmrt.StatusCode.FAILED_PRECONDITION

@@ -20,6 +20,7 @@ from vmrt.format import (
     NameLocDef,
     UncompressedDataDef,
     column,
+    is_vector_present,
     module_to_json,
     read_module,
     write_module,
@@ -85,9 +86,11 @@ def test_absent_fields_read_as_defaults():
 
 def test_present_empty_vector_survives(built_bytes):
     m = BytecodeModuleDef(name="m", bytecode_version=17 << 16, attrs=[])
-    m._present = frozenset({"attrs"})
+    m._present = frozenset({"attrs"})  # (as a read table marks it; no public setter)
     back = read_module(write_module(m))
-    assert "attrs" in back._present and len(back.attrs) == 0
+    assert is_vector_present(back, "attrs") and len(back.attrs) == 0
+    assert not is_vector_present(read_module(write_module(
+        BytecodeModuleDef(name="m", bytecode_version=17 << 16, attrs=[]))), "attrs")
     assert module_to_json(back) == '{"name":"m","attrs":[],"bytecode_version":1114112}'
     again = read_module(write_module(back))
     assert module_to_json(again) == module_to_json(back)
