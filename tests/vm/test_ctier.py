@@ -378,13 +378,25 @@ def test_limits_run_in_c(program, monkeypatch):
 
 
 def test_timeout_stops_a_c_loop(program, monkeypatch):
+    """The deadline ends a C loop part of the way through, not at its end: the fuel
+    it spent (fuel counts the work done) is less than the whole loop costs."""
     import time
 
-    module = limited(program, "c", monkeypatch, timeout=0.2)
+    budget, n = 10**15, 2**31 - 1
+
+    def run(count: int, **limits) -> int:
+        """Fuel spent by loop_sum(count) under `limits`."""
+        module = limited(program, "c", monkeypatch, fuel=budget, **limits)
+        module.function("loop_sum")(count)
+        return budget - module.context.fuel_remaining
+    per_thousand = run(2000) - run(1000)
+    whole_loop = run(1000) + per_thousand * (n - 1000) // 1000
+    module = limited(program, "c", monkeypatch, fuel=budget, timeout=0.2)
     start = time.monotonic()
     with pytest.raises(vmrt.DeadlineExceeded):
-        module.function("loop_sum")(2**31 - 1)  # ~ seconds of work without a deadline
-    assert time.monotonic() - start < 2.0
+        module.function("loop_sum")(n)
+    assert time.monotonic() - start < 60  # (only a hang comes near)
+    assert 0 < budget - module.context.fuel_remaining < whole_loop
 
 
 def test_cancel_from_another_thread_stops_a_c_loop(program, monkeypatch):
