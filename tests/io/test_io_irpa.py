@@ -14,14 +14,34 @@ from vmrt.io.formats.irpa import (DATA_ENTRY, HEADER_V0, SPLAT_ENTRY, IrpaPlan, 
 from tests.io.conftest import run_vmrt
 
 
-def test_layout_sizes_match_the_schema():
-    # parameter_archive.h: packed structs.
-    assert irpa.HEADER_PREFIX_SIZE == 32
-    assert irpa.HEADER_V0_SIZE == 88
-    assert irpa.ENTRY_HEADER_SIZE == 60
-    assert irpa.SPLAT_ENTRY_SIZE == 85
-    assert irpa.DATA_ENTRY_SIZE == 76
-    assert irpa.EXTERNAL_ENTRY_SIZE == 92
+def test_written_archive_has_upstreams_packed_layout(tmp_path):
+    """Read with struct at parameter_archive.h's offsets (packed structs, ranges
+    relative to their segment), not with vmrt's own declarations."""
+    index = ParameterIndex()
+    index.add_splat("s", b"\x01\x02\x03\x04", 4096)
+    index.add_buffer("d", b"abcdefgh")
+    index.save(tmp_path / "a.irpa")
+    data = (tmp_path / "a.irpa").read_bytes()
+    (magic, major, minor, header_size, next_header, flags, count, entries, entries_size,
+     metadata, _, storage, _) = struct.unpack_from("<IHHQQQQ6Q", data, 0)
+    assert (magic, major, minor, next_header, flags) == (0x41505249, 0, 0, 0, 0)
+    assert header_size == 88 and count == 2
+    found = {}
+    at = entries
+    for _ in range(count):
+        at = -(-at // 16) * 16  # entries start 16-byte aligned
+        size, kind, _, name_at, name_size = struct.unpack_from("<QIQQQ", data, at)
+        name = data[metadata + name_at:metadata + name_at + name_size].decode()
+        if kind == 1:  # splat: length, 16 pattern bytes, their count
+            length, pattern, pattern_size = struct.unpack_from("<Q16sB", data, at + 60)
+            found[name] = (size, length, pattern[:pattern_size])
+        else:  # data: its storage range
+            assert kind == 2
+            offset, length = struct.unpack_from("<QQ", data, at + 60)
+            found[name] = (size, data[storage + offset:storage + offset + length])
+        at += size
+    assert at == entries + entries_size
+    assert found == {"s": (85, 4096, b"\x01\x02\x03\x04"), "d": (76, b"abcdefgh")}
 
 
 @pytest.mark.parametrize("name, flags", [
