@@ -24,8 +24,8 @@ from vmrt.tools.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 MLP = REPO / "examples" / "mlp.vmfb"
-#: work(x, n): x * x after a loop of n steps (about 5 ms per 100,000 here): calls that
-#: are still running when a node or an actor dies.
+#: work(x, n): x * x after a loop of n steps: calls that are still running when a
+#: node or an actor dies.
 SLOW = """
 vm.module @slow version 1
 vm.export @work

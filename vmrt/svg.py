@@ -9,8 +9,8 @@ import zlib
 
 
 def escape(text: str) -> str:
-    """Text as XML character data. (xml.sax.saxutils would do, but importing it costs
-    `vmrt run` ~20 ms: it pulls in urllib.)"""
+    """Text as XML character data. (xml.sax.saxutils would do, but importing it pulls
+    in urllib, which every `vmrt run` would then pay to import.)"""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

@@ -46,13 +46,12 @@ def zeroed_memory(size: int):
     Large sizes are anonymous mappings advised onto transparent huge pages: the
     kernel hands out zero pages lazily, so allocating costs nothing and first
     touch faults in 2 MiB at a time. bytearray(n) instead mallocs and memsets,
-    faulting in every 4 KiB page up front (a 14 MiB slab, fresh process,
-    Linux 6.x, 2 cores: ~8 ms bytearray vs ~1-2 ms mapping incl. writing it all;
-    ~0.7 vs ~0.9 ms once malloc recycles freed heap). Sizes below 32 MiB (glibc's
+    faulting in every 4 KiB page up front: several times slower for a fresh slab,
+    though no slower once malloc recycles freed heap. Sizes below 32 MiB (glibc's
     largest dynamic mmap threshold) stay bytearrays all the same: a model's
     per-call buffers come and go at the same sizes, and recycled heap pages fault
-    nothing in (a 4 MiB buffer written whole: ~0.23 ms, ~0.32 from a new mapping),
-    so only a buffer's first allocation pays; small ones would pay a syscall too.
+    nothing in (where a new mapping would fault again), so only a buffer's first
+    allocation pays; small ones would pay a syscall too.
     """
     return _zeroed_allocation(size)[0]
 
@@ -112,7 +111,8 @@ def _aligned_bytearray(size: int) -> tuple[memoryview, int]:
 
 
 #: Below this size copied_memory zero-fills a bytearray before copying: cheaper
-#: than numpy's uninitialized memory, whose address costs ~1 us to read.
+#: than numpy's uninitialized memory, whose address costs more to read than
+#: zero-filling that many bytes.
 SMALL_COPY_BYTES = 64 << 10
 
 

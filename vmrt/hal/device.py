@@ -331,7 +331,7 @@ class TaskDevice(Device):
 
     def __init__(self, identifier: str = "local-task", loaders=None, allocator=None,
                  worker_count: int | None = None, inline_ready: bool = True):
-        # Imported here: with logging it costs ~7 ms of start-up, for local-task only.
+        # Imported here: it brings logging, a start-up cost only local-task should pay.
         import concurrent.futures
 
         super().__init__(identifier, loaders, allocator)
@@ -370,7 +370,7 @@ class TaskDevice(Device):
         nothing in flight on the device and nothing to wait for, it runs here at once,
         as an issue thread would (native dispatches still spread over the workers):
         an issue thread's start and the waiter's wake-up are two thread hand-offs,
-        ~0.1 ms a call on a small VM. Either way a failure reaches the signal fence,
+        more than a small VM's call costs. Either way a failure reaches the signal fence,
         not the submitter."""
         if timeline.active is not None:
             work = traced_queue_operation(work)

@@ -244,8 +244,9 @@ class NativePool:
         self._pool = _ffi.NULL
         self._finalizer = None
         if participants > 1:
-            # Threads pinned one per CPU, as IREE pins its workers (on 2 cores, unpinned
-            # ones ran memory-bound models 1.3-1.4x slower); VMRT_POOL_PIN=0: not pinned.
+            # Threads pinned one per CPU, as IREE pins its workers (unpinned ones ran
+            # memory-bound models markedly slower on a small machine); VMRT_POOL_PIN=0:
+            # not pinned.
             pool = _lib.vmrt_pool_create(min(participants, 64), int(switched_on("VMRT_POOL_PIN")))
             if pool == _ffi.NULL:
                 raise HalError(f"cannot start {participants - 1} worker threads",

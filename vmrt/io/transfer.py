@@ -309,8 +309,8 @@ def host_memory(size: int):
 
     Large blocks are anonymous mappings on transparent huge pages: faulting in
     4 KiB pages one by one while copying costs more than the copy itself
-    (4 MiB blocks: ~9 GB/s on huge pages, ~2 GB/s pre-populated 4 KiB pages,
-    ~1 GB/s bytearray; Linux 6.x, 2 cores).
+    (huge pages beat pre-populated 4 KiB pages several times over, and those beat
+    a bytearray; benchmarks/params_bench.py's copying loads allocate here).
     """
     if size >= POPULATED_ALLOCATION_BYTES and hasattr(mmap, "MAP_ANONYMOUS"):
         try:

@@ -567,8 +567,8 @@ class BytecodeModuleInstance(ModuleInstance):
 
     def initialize(self) -> None:
         """Runs `__init`. It runs once per context: in `auto` it and what it calls run in
-        the Python tier (the C tier's first look at a function costs ~1 ms, loading a
-        module's C ~10 ms: more than an initializer's calls into native modules take),
+        the Python tier (the C tier's first look at a function, and loading a module's
+        C, cost more than an initializer's few calls into native modules take),
         and the functions it bound go back to their stubs after it, so that later
         calls choose their tier as usual."""
         if self.tier == "auto":

@@ -22,7 +22,7 @@ INF, NAN = math.inf, math.nan
 DEFAULT_NAN = -math.nan
 
 # One-slot float32 array: assigning a double and reading it back rounds to single
-# precision with the C cast's round-to-nearest (overflow gives inf), ~80 ns.
+# precision with the C cast's round-to-nearest (overflow gives inf), in one store.
 F32_SLOT = array("f", [0.0])
 
 

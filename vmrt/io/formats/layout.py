@@ -2,8 +2,8 @@
 
 A `FlatLayout` takes a construct Struct built from little-endian integer
 fields, fixed-size Bytes and nested such Structs, and reads or writes it
-with one precompiled `struct.Struct` (construct itself, even compiled, costs
-tens of microseconds per record; archives may hold many thousands). The
+with one precompiled `struct.Struct` (construct itself, even compiled, is many
+times slower per record; archives may hold many thousands). The
 construct declaration stays the single source of truth: field order, names
 and sizes all come from it, and the two agree on every byte.
 """
