@@ -39,14 +39,51 @@ def typed_index() -> ParameterIndex:
     return index
 
 
+#: GGUF metadata value types of a fixed size (the spec's numbering): bytes each.
+FIXED_VALUE_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
 def stored_types(path) -> dict[str, int]:
-    """Tensor name -> type number exactly as stored in the file."""
-    cursor = vmrt_gguf._Cursor(memoryview(path.read_bytes()), 8)
-    tensors, kvs = cursor.u64("tensor count"), cursor.u64("kv count")
+    """Tensor name -> type number exactly as stored in the file (read here by the
+    spec, not by vmrt's reader)."""
+    data = path.read_bytes()
+    at = 8  # magic, version
+
+    def take(fmt: str):
+        nonlocal at
+        values = struct.unpack_from(fmt, data, at)
+        at += struct.calcsize(fmt)
+        return values if len(values) > 1 else values[0]
+
+    def text() -> str:
+        nonlocal at
+        size = take("<Q")
+        at += size
+        return data[at - size:at].decode()
+
+    def skip_value(kind: int) -> None:
+        nonlocal at
+        if kind == 8:  # string
+            text()
+        elif kind == 9:  # array: element type, count, elements
+            element, count = take("<IQ")
+            for _ in range(count):
+                skip_value(element)
+        else:
+            at += FIXED_VALUE_SIZES[kind]
+
+    tensors, kvs = take("<QQ")
     for _ in range(kvs):
-        cursor.string("key")
-        cursor.value(cursor.u32("type"), "value")
-    return {name: kind for name, _, kind, _ in vmrt_gguf._tensor_infos(cursor, tensors)}
+        text()
+        skip_value(take("<I"))
+    types = {}
+    for _ in range(tensors):
+        name = text()
+        dimensions = take("<I")
+        at += 8 * dimensions
+        types[name] = take("<I")
+        take("<Q")  # data offset
+    return types
 
 
 def gguf_bytes(ggml_type: int, count: int, metadata: dict[str, str] = {}) -> bytes:
