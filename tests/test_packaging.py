@@ -24,9 +24,8 @@ import sysconfig
 import tarfile
 from pathlib import Path
 
+import build  # noqa: F401  (the test extras: without it these fail, not skip)
 import pytest
-
-pytest.importorskip("build", reason="needs the `build` package (the test extras)")
 
 REPO = Path(__file__).resolve().parent.parent
 MLP = REPO / "examples" / "mlp.vmfb"          # VMVX: runs without the C extension
@@ -34,6 +33,12 @@ MLP_CPU = REPO / "examples" / "mlp_cpu.vmfb"  # llvm-cpu: needs it
 RUN_ARGS = ["run", "--function=predict", "--input=1x4xf32=1 0.5 -0.5 2"]
 EXPECTED = "EXEC @predict\nresult[0]: hal.buffer_view\n1x3xf32=[0.170226 0.071629 0.758145]\n"
 WARNING = "vmrt: building the C extension failed ("
+#: What a vmrt without its C extension says when it runs (pip hides WARNING).
+RUNTIME_WARNING = "RuntimeWarning: vmrt's C extension is not available: this vmrt was " \
+    "installed without it"
+#: Bundled examples a wheel carries (vmrt/examples; `vmrt example NAME`).
+EXAMPLES = ["mlp.vmfb", "mlp_cpu.vmfb", "scalar.vmfb", "mlp.mlir", "scalar.mlir",
+            "run_native_mlp.py", "mlp_train_step.stream"]
 # One platform wheel for every CPython >= 3.10 (the extension uses the stable ABI).
 WHEEL_TAG = "cp310-abi3-" + sysconfig.get_platform().replace("-", "_").replace(".", "_")
 
@@ -157,9 +162,21 @@ def test_an_editable_install_is_visible_to_mypy(dist, tmp_path):
     assert 'expression has type "def load(' in result.stdout, result.stdout
 
 
+def _installed_example(venv: Path, name: str) -> Path:
+    """The path `vmrt example NAME` of the venv's vmrt prints (checked to be its own)."""
+    result = _check(_run([venv / "bin" / "vmrt", "example", name], cwd=venv, timeout=60))
+    path = Path(result.stdout.strip())
+    assert path.is_file() and path.is_relative_to(venv), path
+    return path
+
+
 def test_wheel_installs_and_runs(dist, tmp_path):
+    import zipfile
     _, wheel, _ = dist
     assert wheel.name.endswith(f"-{WHEEL_TAG}.whl"), wheel.name
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {f"vmrt/examples/{name}" for name in EXAMPLES} <= names, sorted(names)
     python = _venv(tmp_path / "venv")
     # --force-reinstall: pip sees the host's vmrt of the same version through the .pth
     # and would otherwise keep it (it cannot uninstall it: outside the venv).
@@ -170,10 +187,12 @@ def test_wheel_installs_and_runs(dist, tmp_path):
     assert native.startswith(venv) and native.endswith("_cnative.abi3.so"), native
     assert unavailable == ""
     vmrt = tmp_path / "venv" / "bin" / "vmrt"  # the wheel's console script
-    for module_file in (MLP, MLP_CPU):  # VMVX, and native llvm-cpu through the C code
+    for name in ("mlp.vmfb", "mlp_cpu.vmfb"):  # VMVX, and native llvm-cpu through C
+        module_file = _installed_example(tmp_path / "venv", name)  # the wheel's copy
         result = _check(_run([vmrt, *RUN_ARGS, f"--module={module_file}"], cwd=tmp_path,
                              timeout=120))
         assert result.stdout == EXPECTED
+        assert "Warning" not in result.stderr, result.stderr
 
 
 def test_auditwheel_gives_the_wheel_a_manylinux_tag(dist, tmp_path):
@@ -192,14 +211,21 @@ def test_auditwheel_gives_the_wheel_a_manylinux_tag(dist, tmp_path):
     assert result.stdout == EXPECTED
 
 
-def test_a_wheel_built_without_a_compiler_is_py3_none_any(dist, tmp_path):
+@pytest.mark.parametrize("without_c", [{"CC": "/nonexistent"}, {"VMRT_NO_NATIVE": "1"}],
+                         ids=["no-compiler", "VMRT_NO_NATIVE"])
+def test_a_wheel_built_without_the_c_extension_is_py3_none_any(dist, tmp_path, without_c):
+    import zipfile
     sdist, _, isolated = dist
     flags = [] if isolated else ["--no-build-isolation"]
     _check(_run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", *flags,
                  "--wheel-dir", tmp_path, sdist], cwd=tmp_path, timeout=300,
-                env=_env(CC="/nonexistent")))
+                env=_env(**without_c)))
     (wheel,) = tmp_path.glob("*.whl")
     assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert not [name for name in names if name.endswith(".so")], names
+    assert "vmrt/examples/mlp.vmfb" in names
 
 
 def test_install_without_compiler_is_pure_python(dist, tmp_path):
@@ -226,8 +252,15 @@ def test_install_without_compiler_is_pure_python(dist, tmp_path):
     assert module.startswith(str(tmp_path / "venv")) and native == "", (module, native)
     assert "installed without it (no C compiler at install time)" in unavailable, unavailable
     vmrt = tmp_path / "venv" / "bin" / "vmrt"
-    result = _check(_run([vmrt, *RUN_ARGS, f"--module={MLP}"], cwd=tmp_path, timeout=120))
+    mlp = _installed_example(tmp_path / "venv", "mlp.vmfb")
+    result = _check(_run([vmrt, *RUN_ARGS, f"--module={mlp}"], cwd=tmp_path, timeout=120))
     assert result.stdout == EXPECTED
+    # What pip showed only with -v, vmrt says when it runs: once, unless asked not to.
+    assert result.stderr.count(RUNTIME_WARNING) == 1, result.stderr
+    assert "VMRT_NO_NATIVE=1 hides this warning" in result.stderr
+    result = _check(_run([vmrt, *RUN_ARGS, f"--module={mlp}"], cwd=tmp_path, timeout=120,
+                         env=_env(VMRT_NO_NATIVE="1")))
+    assert result.stdout == EXPECTED and result.stderr == ""
     # A module that needs the C code fails with one line that says so.
     result = _run([vmrt, *RUN_ARGS, f"--module={MLP_CPU}"], cwd=tmp_path, timeout=120)
     assert result.returncode != 0

@@ -25,6 +25,12 @@ except ImportError as error:  # not built, or disabled: the Python twin serves
     _UNAVAILABLE = f"vmrt's C extension is not available ({error})"
     if isinstance(error, ModuleNotFoundError) and error.name == "vmrt._cnative":
         _UNAVAILABLE = f"vmrt's C extension is not available: {MISSING_C_EXTENSION}"
+        # Said here, once per process, because pip shows setup.py's warning only with
+        # -v; VMRT_NO_NATIVE=1 (running without it on purpose) keeps it quiet.
+        import warnings
+        warnings.warn(f"{_UNAVAILABLE} (native llvm-cpu executables and C native modules "
+                      "need it; the rest runs in Python; VMRT_NO_NATIVE=1 hides this "
+                      "warning)", RuntimeWarning)
 
 #: True when the C helpers are in use.
 NATIVE = _lib is not None

@@ -30,6 +30,8 @@ SUBCOMMANDS = {
                                     "iree-dump-module --output=disassembly)."),
     "dump": ("vmrt.tools.dump", "Print a module's metadata, disassembly or FlatBuffer (as "
                                 "iree-dump-module does)."),
+    "example": ("vmrt.tools.example", "Print where the bundled examples are: every file, "
+                                      "or the path of one."),
     "params": ("vmrt.tools.params", "Create, inspect and convert parameter files (.irpa, "
                                     ".safetensors, .gguf)."),
     "ray": ("vmrt.tools.ray", "Run a module's function over a folder of inputs on a Ray "
