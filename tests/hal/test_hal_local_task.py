@@ -102,6 +102,7 @@ def test_work_queued_behind_pending_work_keeps_its_order():
         first, second = device.create_fence(), device.create_fence()
         device.queue_host_call(-1, gate, first, lambda: order.append("first"))
         device.queue_host_call(-1, first, second, lambda: order.append("second"))
+        assert order == [] and not first.is_reached()  # both wait for the gate
         threading.Timer(0.02, gate.signal).start()
         second.wait()
         assert order == ["first", "second"]
