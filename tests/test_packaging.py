@@ -1,5 +1,8 @@
 """Packaging: the sdist and wheel that `python -m build` makes, installed and run
-the way a user would, and `pip install` on a machine without a C compiler.
+the way a user would (the wheel's own examples, through `vmrt example`), and
+`pip install` on a machine without a C compiler. The wheel's C is compiled as
+`make wheel` compiles it (zig's clang against glibc 2.28), so its manylinux tag is
+known exactly.
 
 The test venvs are made with --without-pip plus a .pth file naming the host's
 site-packages, not with --system-site-packages: that would also run the host's
