@@ -138,7 +138,9 @@ def test_two_dispatches_of_a_wave_overlap_on_two_threads(pair_trace):
     assert first["args"]["workgroup_count"] == [1, 1, 1]
     start = max(first["ts"], second["ts"])
     end = min(first["ts"] + first["dur"], second["ts"] + second["dur"])
-    assert end - start >= KERNEL_SECONDS * 1e6 * 0.5  # overlapping by most of their time
+    # Both spans hold the moment the kernels met (each waited for the other), so
+    # they overlap however late either thread woke.
+    assert end > start
 
 
 def test_vm_calls_queue_operations_and_fence_waits_are_where_they_ran(pair_trace):
