@@ -4,10 +4,10 @@ the bundled examples in the package (vmrt/examples in a wheel: `vmrt example`).
 Everything vmrt._cnative does has a pure-Python twin except native llvm-cpu
 executables and C native modules, so a machine without a C compiler still gets a
 working vmrt: the failed build prints one warning line and the package installs
-without the extension (and `import vmrt` then says so, since pip hides a build's
-output). VMRT_REQUIRE_NATIVE=1 makes the failure fatal instead, for builds that
-must ship the extension (`make wheel`, release wheels); VMRT_NO_NATIVE=1 builds no
-extension at all (`make wheel-pure`: the py3-none-any wheel).
+without the extension (and vmrt says so when it first runs something, since pip
+hides a build's output). VMRT_REQUIRE_NATIVE=1 makes the failure fatal instead, for
+builds that must ship the extension (`make wheel`, release wheels); VMRT_NO_NATIVE=1
+builds no extension at all (`make wheel-pure`: the py3-none-any wheel).
 """
 
 import os
@@ -46,7 +46,7 @@ class optional_build_ext(build_ext):
                 raise
             # No outputs: install and editable builds then skip the missing .so.
             self.extensions = []
-            # pip shows this only with -v; `import vmrt` says the same (vmrt.memory).
+            # pip shows this only with -v; vmrt.memory says the same at run time.
             print(WARNING.format(f"{type(error).__name__}: {error}"), file=sys.stderr,
                   flush=True)
 
