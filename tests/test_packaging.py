@@ -27,8 +27,9 @@ import sysconfig
 import tarfile
 from pathlib import Path
 
-import build  # noqa: F401  (the test extras: without it these fail, not skip)
+import build  # noqa: F401  (test extras, as is ziglang: without them these fail, not skip)
 import pytest
+import ziglang  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 MLP = REPO / "examples" / "mlp.vmfb"          # VMVX: runs without the C extension
