@@ -13,6 +13,7 @@ builds no extension at all (`make wheel-pure`: the py3-none-any wheel).
 import os
 import sys
 import sysconfig
+import uuid
 
 from pathlib import Path
 
@@ -51,21 +52,35 @@ class optional_build_ext(build_ext):
                   flush=True)
 
 
-class build_py_with_examples(build_py):
-    """The package plus examples/ (models, their MLIR, the scripts that run them) as
-    vmrt/examples, so a wheel carries what the README's quick start runs. An
-    editable install has none: `vmrt example` finds the checkout's examples/."""
+class build_py_with_examples_and_id(build_py):
+    """The package plus, in a build that is not editable:
+    - examples/ (models, their MLIR, the scripts that run them) as vmrt/examples, so a
+      wheel carries what the README's quick start runs (an editable install has none:
+      `vmrt example` finds the checkout's examples/);
+    - vmrt/_build_id.py, the id of this build, which keys vmrt's on-disk caches
+      (vmrt.vm.code_cache.build_id; an editable install's sources may change, so vmrt
+      hashes them instead)."""
 
     def run(self):
         super().run()
+        if self.editable_mode:
+            return
+        path = os.path.join(self.build_lib, "vmrt", "_build_id.py")
+        with open(path, "w", encoding="ascii") as out:
+            out.write(f'"""Written by setup.py at build time."""\n\n'
+                      f'BUILD_ID = "{uuid.uuid4().hex}"\n')
         source = Path(__file__).resolve().parent / "examples"
-        if self.editable_mode or not source.is_dir():
+        if not source.is_dir():
             return
         target = Path(self.build_lib, "vmrt", "examples")
         self.mkpath(str(target))
         for path in sorted(source.iterdir()):
             if path.is_file() and path.suffix != ".pyc":
                 self.copy_file(str(path), str(target / path.name))
+
+    def get_outputs(self, include_bytecode=True):
+        return super().get_outputs(include_bytecode) + (
+            [] if self.editable_mode else [os.path.join(self.build_lib, "vmrt", "_build_id.py")])
 
 
 class tagged_bdist_wheel(bdist_wheel):
@@ -90,7 +105,7 @@ if not sysconfig.get_config_var("Py_GIL_DISABLED"):
 
 setup(
     cffi_modules=["csrc/build_native.py:ffibuilder"],
-    cmdclass={"build_ext": optional_build_ext, "build_py": build_py_with_examples,
+    cmdclass={"build_ext": optional_build_ext, "build_py": build_py_with_examples_and_id,
               "bdist_wheel": tagged_bdist_wheel},
     options=options,
 )

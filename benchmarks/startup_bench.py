@@ -17,8 +17,6 @@ Prints, best of --repeat fresh processes each:
    an empty one (vmrt.vm.code_cache), against iree.runtime (VmModule.mmap +
    create_hal_module + create_io_parameters_module + VmContext); ratio warm /
    reference (bar: <= 5x). "since spawn" adds the interpreter start and imports.
-   The model file is left to settle first (see settle()), as a model loaded
-   again by a user has.
 
 Every vmrt process uses a code cache directory of this benchmark's own
 (VMRT_CACHE_DIR under a temporary directory), never the user's.
@@ -190,19 +188,6 @@ def build_model(workdir: str) -> tuple[str, str]:
     return model, big
 
 
-def settle(model: str) -> None:
-    """Waits until the model file, written just now, is as old as vmrt asks of a file
-    before it records its key by the file's stat (vmrt.vm.module_cache: a file changed
-    within the last seconds is hashed on every load, in case it changes again within
-    one tick of the file system's clock). A model a user loads again is older."""
-    from vmrt.vm.module_cache import SETTLED_SECONDS
-
-    info = os.stat(model)
-    wait = max(info.st_mtime, info.st_ctime) + SETTLED_SECONDS - time.time()
-    if wait > 0:
-        time.sleep(wait + 0.1)
-
-
 def report_model(repeat: int, workdir: str) -> None:
     import importlib.util
 
@@ -210,7 +195,6 @@ def report_model(repeat: int, workdir: str) -> None:
         print("3. skipped: needs iree-compile and iree.runtime (pip install vmrt[test])")
         return
     model, archive = build_model(workdir)
-    settle(model)
     warm_dir = os.path.join(workdir, "warm-cache")
     first_context(VMRT_CONTEXT, model, archive, environment(warm_dir))  # fills the cache
     warm = best_first_context(VMRT_CONTEXT, model, archive, repeat, warm_dir)

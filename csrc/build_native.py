@@ -10,9 +10,7 @@ One extension, vmrt._cnative, holds:
   has only scalars (installed into the module by vmrt_caller_install());
 - vmrt_aligned.c: `vmrt._cnative.aligned_bytearray`, HAL buffers' aligned zeroed
   memory and its address (vmrt/hal/buffer.py; vmrt_aligned_install());
-- vmrt_example.c: the example C module `cexample` (vmrt/native/example.py);
-- vmrt_files.c: the code cache's source records, also on a thread of their own
-  (vmrt/vm/code_cache.py).
+- vmrt_example.c: the example C module `cexample` (vmrt/native/example.py).
 """
 
 from pathlib import Path
@@ -86,11 +84,6 @@ CDEF = """
 
     int vmrt_caller_install(void);
     int vmrt_aligned_install(void);
-
-    int64_t vmrt_source_records(const char* directory, unsigned char* out, int64_t capacity,
-                                int64_t* out_count);
-    int vmrt_records_start(const char* directories, int64_t length);
-    int64_t vmrt_records_take(unsigned char* out, int64_t capacity, int64_t* out_count);
 
     /* Native CPU executables (vmrt_executable.c) */
     typedef struct vmrt_lib_dispatch_state_t {
@@ -229,10 +222,6 @@ const vmrt_module_descriptor_t* vmrt_example_module(void);
 int32_t vmrt_example_live_states(void);
 int vmrt_caller_install(void);
 int vmrt_aligned_install(void);
-int64_t vmrt_source_records(const char* directory, unsigned char* out, int64_t capacity,
-                            int64_t* out_count);
-int vmrt_records_start(const char* directories, int64_t length);
-int64_t vmrt_records_take(unsigned char* out, int64_t capacity, int64_t* out_count);
 """
 
 
@@ -252,7 +241,7 @@ def make_builder(root: Path) -> FFI:
                  # ELF loader
                  str(csrc / "vmrt_elf.c"), str(csrc / "vmrt_elf_headers.c"),
                  str(csrc / "vmrt_elf_functions.c"), str(csrc / "vmrt_elf_system.c"),
-                 str(csrc / "vmrt_files.c"), str(csrc / "vmrt_ctrl_c.c")],
+                 str(csrc / "vmrt_ctrl_c.c")],
         include_dirs=[str(csrc), str(root / "vmrt" / "native" / "include")],
         extra_compile_args=["-O2", "-Wall", "-pthread"],
         extra_link_args=["-pthread"],

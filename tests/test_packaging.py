@@ -139,6 +139,18 @@ def test_sdist_has_sources_and_no_build_junk(dist):
     assert not junk, f"build junk in {sdist.name}: {junk}"
 
 
+def test_the_wheel_carries_a_build_id_and_the_sdist_none(dist):
+    # The id keys vmrt's caches in an install (vmrt.vm.code_cache.build_id); the sdist
+    # has none, so that each build of it writes its own.
+    import zipfile
+    sdist, wheel, _ = dist
+    with zipfile.ZipFile(wheel) as archive:
+        text = archive.read("vmrt/_build_id.py").decode()
+    assert re.search(r'^BUILD_ID = "[0-9a-f]{32}"$', text, re.M), text
+    with tarfile.open(sdist) as archive:
+        assert not [name for name in archive.getnames() if name.endswith("_build_id.py")]
+
+
 def test_the_ray_extra_brings_the_progress_bar(dist):
     # `vmrt ray map` promises a progress bar: `pip install 'vmrt[ray]'` must bring tqdm
     import zipfile

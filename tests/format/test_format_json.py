@@ -16,7 +16,7 @@ from vmrt.format import (
     read_module,
     write_module,
 )
-from vmrt.format.flatbuffer import FlatBufferReader
+from vmrt.format.flatbuffer_reader import FlatBufferReader
 from vmrt.format.archive import parse_archive
 
 

@@ -289,7 +289,7 @@ def test_aliased_vectors_bounded():
 def _field_slots(data: bytes, table: str, field_id: int) -> list[int]:
     """Positions of the uoffset of field ``field_id`` in every ``table``."""
     from vmrt.format.archive import parse_archive
-    from vmrt.format.flatbuffer import FlatBufferReader
+    from vmrt.format.flatbuffer_reader import FlatBufferReader
     info = parse_archive(memoryview(data))
     reader = FlatBufferReader(data, info.flatbuffer_offset,
                               info.flatbuffer_offset + info.flatbuffer_length)
@@ -397,7 +397,7 @@ def test_module_table_checks():
 # Agreement with flatcc's verifier, and property-based mutation
 # --------------------------------------------------------------------------
 
-#: Checks we make that flatcc's verifier does not (see vmrt.format.flatbuffer).
+#: Checks we make that flatcc's verifier does not (see vmrt.format.flatbuffer_reader).
 _STRICTER = ("not valid UTF-8", "union type out of range", "external reference out of range")
 
 

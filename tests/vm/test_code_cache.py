@@ -15,7 +15,6 @@ import pytest
 
 import vmrt
 from tests.vm.conftest import CACHE_ENV
-from vmrt import memory
 from vmrt.vm import code_cache
 from vmrt.vm.limits import Limits
 
@@ -176,12 +175,13 @@ def test_decode_entry_checks_the_shape():
         code_cache.encode_entry(key, (code, [None, 0], "x = 1\n")), key) is None  # (format 2)
 
 
-def test_compiled_function_decodes_its_map_and_source_when_asked():
+def test_compiled_function_from_an_entry_gives_its_map_and_source():
     code = compile("x = 1", "<test>", "exec")
     fresh = code_cache.CompiledFunction(code, [None, 0], "x = 1\n")
     entry = code_cache.decode_entry(code_cache.encode_entry(b"k" * 32, fresh.entry()), b"k" * 32)
     cached = code_cache.CompiledFunction.from_entry(entry)
-    assert cached.code is entry[0] and cached._line_pcs is None  # nothing decoded yet
+    assert cached.code is entry[0]
+    assert (cached.line_pcs, cached.source) == ([None, 0], "x = 1\n")
     assert tuple(cached) == (entry[0], [None, 0], "x = 1\n")
 
 
@@ -285,7 +285,7 @@ def test_changed_version_misses(cache_dir, monkeypatch, change):
     run_in_process()
     before = set(cache_files(cache_dir))
     if change == "runtime":
-        monkeypatch.setattr(code_cache, "_runtime_fingerprint", b"another vmrt".ljust(32))
+        monkeypatch.setattr(code_cache, "build_id", lambda: b"another vmrt")
     elif change == "python":
         monkeypatch.setattr(code_cache, "MAGIC_NUMBER", b"\x00\x00\r\n")
     else:
@@ -296,110 +296,60 @@ def test_changed_version_misses(cache_dir, monkeypatch, change):
     assert len(set(cache_files(cache_dir)) - before) == code_cache.STATS.stores
 
 
-def test_runtime_fingerprint_follows_the_sources(tmp_path):
-    """A source counts by its name, size and modification time (as __pycache__ tells
-    a changed source): a rewrite at a new time, or to a new size, is a new runtime."""
-    package = tmp_path / "pkg"
-    package.mkdir()
-    source = package / "a.py"
+def test_source_checkout_build_id_follows_the_contents(tmp_path):
+    """Without an installed build id, the runtime packages' sources are hashed by
+    content (subpackages included): a rewrite keeping the size and the modification
+    time is still a new build; other files are not hashed."""
+    source = tmp_path / "vm" / "ctier" / "a.py"
+    source.parent.mkdir(parents=True)
     digests = []
-    for text, mtime_ns in (("X = 1\n", 10**18), ("X = 2\n", 10**18 + 1),
-                           ("X = 22\n", 10**18 + 1), ("X = 22\n", 10**18 + 1)):
+    for text in ("X = 1\n", "X = 2\n", "X = 2\n"):
         source.write_text(text)
-        os.utime(source, ns=(mtime_ns, mtime_ns))
-        digest = code_cache.blake2b(digest_size=32)
-        assert code_cache._hash_sources(digest, str(package)) == 1
-        digests.append(digest.digest())
-    assert len(set(digests[:3])) == 3 and digests[3] == digests[2]
+        os.utime(source, ns=(10**18, 10**18))
+        digests.append(code_cache.source_digest(str(tmp_path)))
+    (tmp_path / "vm" / "notes.txt").write_text("not a source")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "b.py").write_text("not a runtime package")
+    assert digests[0] != digests[1] == digests[2] == code_cache.source_digest(str(tmp_path))
+    assert code_cache.source_digest(str(tmp_path / "missing")) == b""
 
 
-@pytest.mark.skipif(not memory.NATIVE, reason="needs vmrt's C extension")
-def test_source_records_from_c_equal_their_python_twin(tmp_path):
-    """The fingerprint's records are the same bytes from C (one call) and from Python:
-    only *.py and *.pyc entries, in byte order of their names, symlinks followed, an
-    unreadable entry or directory giving none."""
-    package = tmp_path / "pkg"
-    package.mkdir()
-    for name, text in (("b.py", "B = 1\n"), ("a.py", "A = 22\n"), ("c.pyc", "x"),
-                       ("notes.txt", "no"), ("Z.py", ""), ("\u00e9t\u00e9.py", "E = 3\n")):
-        (package / name).write_text(text)
-    (package / "sub.py").mkdir()
-    (package / "link.py").symlink_to(package / "a.py")
-    os.utime(package / "a.py", ns=(-10**9, -10**9))  # (before 1970: a negative time)
-    records, count = code_cache.source_records(str(package))
-    assert (records, count) == code_cache.python_source_records(str(package))
-    assert count == 7 and records.startswith(b"Z.py\0")
-    for directory in (package / "missing", package / "b.py"):
-        assert code_cache.source_records(str(directory)) == (b"", 0)
-    (package / "dangling.py").symlink_to(package / "gone.py")
-    assert code_cache.source_records(str(package)) == (b"", 0) \
-        == code_cache.python_source_records(str(package))
-    many = tmp_path / "many"
-    many.mkdir()
-    for index in range(1100):  # (over the C call's first capacity: it tells the second)
-        (many / f"module_{index:04d}_{'x' * 20}.py").write_text("")
-    assert code_cache.source_records(str(many)) == code_cache.python_source_records(str(many))
-
-
-#: Imports the code cache in a fresh process and prints whether a thread started
-#: stating the sources, and whether the fingerprint the lookup takes from it is the
-#: one computed without it; with argv[1] == "fork", of a child forked at once.
-FINGERPRINT_SCRIPT = r"""
-import json, os, sys
+#: Runs scalar.vmfb in a fresh process as a vmrt installed with build id argv[1] (the
+#: file setup.py writes, vmrt/_build_id.py, stood in for) and prints the cache stats.
+BUILD_SCRIPT = r"""
+import json, sys, types
+installed = types.ModuleType("vmrt._build_id")
+installed.BUILD_ID = sys.argv[1]
+sys.modules["vmrt._build_id"] = installed
+import vmrt
 from vmrt.vm import code_cache
-started = code_cache._fingerprint_job is not None
-if sys.argv[1:] == ["small"]:  # (too small a first try: the second has the room)
-    code_cache._TAKE_CAPACITY = 16
-if sys.argv[1:] == ["fork"]:
-    pid = os.fork()
-    if pid:
-        sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
-took = code_cache._started_fingerprint()
-code_cache._fingerprint_job = None
-fingerprint = code_cache.runtime_fingerprint()
-print(json.dumps({"started": started, "took": took is not None,
-                  "took_equal": took == fingerprint,
-                  "equal": fingerprint == code_cache._fingerprint(
-                      *code_cache._runtime_location()),
-                  "again": code_cache._started_fingerprint() is None}))
-sys.stdout.flush()
-os._exit(0)
+module = vmrt.load_module(sys.argv[2])
+context = vmrt.Context(vmrt.Instance(), modules=[module])
+print(json.dumps({"result": context.function("module.demo")(*json.loads(sys.argv[3])),
+                  "hits": code_cache.STATS.hits, "stores": code_cache.STATS.stores}))
 """
 
 
-def fingerprint_process(*args: str, **env) -> dict:
-    full_env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
-    full_env.update(env)
-    proc = subprocess.run([sys.executable, "-c", FINGERPRINT_SCRIPT, *args],
-                          capture_output=True, text=True, env=full_env, cwd=REPO_ROOT,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+def test_installed_build_id_keys_the_cache(cache_dir):
+    env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
+    env.update(VMRT_CACHE_DIR=str(cache_dir), VMRT_TIER="python")
 
+    def run(build: str) -> dict:
+        proc = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, build, str(SCALAR),
+                               json.dumps(DEMO_ARGS)], capture_output=True, text=True,
+                              env=env, cwd=REPO_ROOT, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
 
-@pytest.mark.skipif(not memory.NATIVE, reason="needs vmrt's C extension")
-@pytest.mark.parametrize("room", [[], ["small"]], ids=["room", "second try"])
-def test_fingerprint_stated_on_a_thread_from_import_is_the_computed_one(room):
-    assert fingerprint_process(*room) == {"started": True, "took": True, "took_equal": True,
-                                          "equal": True, "again": True}
-
-
-@pytest.mark.skipif(not memory.NATIVE, reason="needs vmrt's C extension")
-def test_forked_child_computes_its_own_fingerprint():
-    """The child inherits the job but not the thread: it never waits for it."""
-    assert fingerprint_process("fork") == {"started": True, "took": False,
-                                           "took_equal": False, "equal": True, "again": True}
-
-
-@pytest.mark.parametrize("env", [{"VMRT_CACHE": "0"}, {"VMRT_NO_NATIVE": "1"}],
-                         ids=["cache off", "pure Python"])
-def test_no_fingerprint_thread_without_cache_or_c(env):
-    assert fingerprint_process(**env) == {"started": False, "took": False,
-                                          "took_equal": False, "equal": True, "again": True}
+    first, again, other = run("build-1"), run("build-1"), run("build-2")
+    assert first["hits"] == 0 and first["stores"] > 0
+    assert again["hits"] == first["stores"] and again["stores"] == 0
+    assert other["hits"] == 0 and other["stores"] == first["stores"]
+    assert first["result"] == again["result"] == other["result"]
 
 
 def test_runtime_without_sources_runs_without_cache(cache_dir, monkeypatch):
-    monkeypatch.setattr(code_cache, "_runtime_fingerprint", b"")  # nothing was found to hash
+    monkeypatch.setattr(code_cache, "build_id", lambda: b"")  # no sources to hash
     assert code_cache.default_cache() is None
     run_in_process()
     assert cache_files(cache_dir) == [] and code_cache.STATS.misses == 0
@@ -412,170 +362,6 @@ def test_content_digest_tells_modules_apart():
     renamed.name = "other"
     assert renamed.content_digest != scalar.content_digest
 
-
-# -- snippets ----------------------------------------------------------------------------------
-#: Loads a module in a fresh process (argv: path, whether to read its definition) and
-#: prints the file names of the snippets it compiled (the reader's binders), the
-#: snippet groups it read and the snippet stats.
-SNIPPET_SCRIPT = r"""
-import json, sys
-from vmrt.vm import code_cache
-compiled = []
-def counting_compile(source, filename, mode):
-    compiled.append(filename)
-    return compile(source, filename, mode)
-code_cache.compile = counting_compile
-import vmrt
-module = vmrt.load_module(sys.argv[1])
-if sys.argv[2] == "definition":
-    [(f.full_name, f.signature) for f in module.definition.imported_functions]
-stats = code_cache.SNIPPET_STATS
-print(json.dumps({"compiled": compiled, "groups": sorted(code_cache._snippets),
-                  "hits": stats.hits, "rejected": stats.rejected}))
-"""
-
-
-def run_snippet_process(cache_dir, read: str = "definition") -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
-    env["VMRT_CACHE_DIR"] = str(cache_dir)
-    proc = subprocess.run([sys.executable, "-c", SNIPPET_SCRIPT, str(SCALAR), read],
-                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def snippet_files(path: Path) -> list[Path]:
-    return sorted(path.glob("*" + code_cache.SNIPPETS_SUFFIX)) if path.is_dir() else []
-
-
-def test_second_process_compiles_no_snippet(cache_dir):
-    first = run_snippet_process(cache_dir)
-    assert any(name.startswith("<vmrt binder ") for name in first["compiled"])
-    assert len(snippet_files(cache_dir)) == 1
-    second = run_snippet_process(cache_dir)
-    assert second["compiled"] == [] and second["hits"] == 1
-
-
-def test_module_found_in_the_cache_reads_no_binder(cache_dir):
-    assert run_snippet_process(cache_dir, "summary")["groups"] == ["binders"]  # (read now)
-    again = run_snippet_process(cache_dir, "summary")
-    assert again["groups"] == [] and again["compiled"] == []
-    assert run_snippet_process(cache_dir)["groups"] == ["binders"]  # (its definition)
-
-
-def test_keyed_snippets_make_their_source_only_when_not_found(cache_dir, monkeypatch):
-    monkeypatch.setattr(code_cache, "_snippets", {})
-    monkeypatch.setattr(code_cache, "_new_groups", set())
-    monkeypatch.setattr(code_cache, "_snippets_cache", None)
-    made = []
-
-    def source(value):
-        def make():
-            made.append(value)
-            return f"x = {value}\n"
-        return make
-    first = code_cache.compile_snippet(source(1), "<keyed>", key="one", group="test")
-    assert code_cache.compile_snippet(source(1), "<keyed>", key="one", group="test") is first
-    assert code_cache.compile_snippet(source(2), "<keyed>", key="two", group="test") is not first
-    assert code_cache.compile_snippet("x = 1\n", "<keyed>", group="test") is not first
-    assert made == [1, 2] and list(code_cache._snippets) == ["test"]
-    code_cache.store_snippets()
-    stored = code_cache.default_cache().load(code_cache._snippets_key("test"),
-                                             code_cache.SNIPPETS)
-    assert len(stored) == 3 and code_cache.default_cache().load(
-        code_cache._snippets_key(), code_cache.SNIPPETS) is None
-
-
-ADAPTER_SCRIPT = r"""
-import json
-import vmrt
-from vmrt.native import module as native
-from vmrt.vm import code_cache
-made = []
-make_source = native._adapter_source
-native._adapter_source = lambda *shape: made.append(repr(shape)) or make_source(*shape)
-
-
-class Host(vmrt.NativeModule, name="host", version=0):
-    @vmrt.export("0ii_i")
-    def add(self, a, b):
-        return a + b
-
-
-context = vmrt.Context(vmrt.Instance(), modules=[Host()])
-print(json.dumps({"made": made, "sum": context.function("host.add")(2, 3),
-                  "groups": sorted(code_cache._snippets)}))
-"""
-
-
-def test_second_process_makes_no_native_adapter_source(cache_dir):
-    env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
-    env["VMRT_CACHE_DIR"] = str(cache_dir)
-    runs = []
-    for _ in range(2):
-        proc = subprocess.run([sys.executable, "-c", ADAPTER_SCRIPT], capture_output=True,
-                              text=True, env=env, cwd=REPO_ROOT, timeout=300)
-        assert proc.returncode == 0, proc.stderr
-        runs.append(json.loads(proc.stdout))
-    first, second = runs
-    assert first["made"] == ["(2, ('i',), False, False)"] and second["made"] == []
-    assert first["sum"] == second["sum"] == 5
-    assert first["groups"] == second["groups"] == ["adapters"]
-
-
-def test_runtime_fingerprint_hashes_the_runtime_packages(monkeypatch):
-    """Each of RUNTIME_PACKAGES (vmrt.native among them: its adapters are keyed
-    snippets) is hashed from its own directory, found without importing it."""
-    hashed = []
-    monkeypatch.setattr(code_cache, "_hash_sources",
-                        lambda digest, directory: hashed.append(directory) or 1)
-    monkeypatch.setattr(code_cache, "_runtime_fingerprint", None)
-    monkeypatch.setattr(code_cache, "_fingerprint_job", None)  # (the thread's: taken)
-    assert code_cache.runtime_fingerprint()
-    assert "vmrt.native" in code_cache.RUNTIME_PACKAGES
-    expected = [os.path.dirname(__import__(package, fromlist=["_"]).__file__)
-                for package in code_cache.RUNTIME_PACKAGES]
-    assert [os.path.realpath(d) for d in hashed] == [os.path.realpath(d) for d in expected]
-
-
-def test_runtime_packages_name_their_subpackages():
-    """A directory is hashed without its subdirectories: a subpackage of a runtime
-    package (vmrt.vm.ctier, whose generator the C tier's build keys rely on) must be
-    named itself, or a change to it would reuse what the old one made."""
-    import vmrt
-
-    root = os.path.dirname(vmrt.__file__)
-    for package in code_cache.RUNTIME_PACKAGES:
-        directory = os.path.join(root, *package.split(".")[1:])
-        for entry in os.scandir(directory):
-            if entry.is_dir() and os.path.exists(os.path.join(entry.path, "__init__.py")):
-                assert f"{package}.{entry.name}" in code_cache.RUNTIME_PACKAGES
-
-
-def test_damaged_snippets_are_compiled_again(cache_dir):
-    expected = run_snippet_process(cache_dir)["compiled"]
-    for path in snippet_files(cache_dir):
-        path.write_bytes(_flip_payload_byte(path.read_bytes()))
-    again = run_snippet_process(cache_dir)
-    assert again["rejected"] == 1 and again["compiled"]
-    assert set(again["compiled"]) <= set(expected)  # (the module itself is cached now)
-    assert run_snippet_process(cache_dir)["compiled"] == []
-
-
-def test_snippets_are_bounded_and_compile_as_compile_does(cache_dir, monkeypatch):
-    monkeypatch.setattr(code_cache, "_snippets", {})
-    monkeypatch.setattr(code_cache, "_new_groups", set())
-    monkeypatch.setattr(code_cache, "_snippets_cache", None)
-    monkeypatch.setattr(code_cache, "MAX_SNIPPETS", 2)
-    codes = [code_cache.compile_snippet(f"x = {i}\n", f"<snippet {i}>") for i in range(3)]
-    for i, code in enumerate(codes):
-        namespace: dict = {}
-        exec(code, namespace)
-        assert namespace["x"] == i and code.co_filename == f"<snippet {i}>"
-    assert code_cache.compile_snippet("x = 0\n", "<snippet 0>") is codes[0]
-    code_cache.store_snippets()  # (what a process does at its exit)
-    stored = code_cache.default_cache().load(code_cache._snippets_key(), code_cache.SNIPPETS)
-    assert len(stored) == 2
 
 
 # -- the size bound ----------------------------------------------------------------------------

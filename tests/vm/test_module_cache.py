@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -37,7 +36,7 @@ RUN_SCRIPT = r"""
 import json, sys
 from vmrt.vm import module_cache
 calls = []
-for name in ("read_module_and_snapshot", "verify_module"):
+for name in ("read_module", "verify_module"):
     def spy(*args, _real=getattr(module_cache, name), _name=name, **kwargs):
         calls.append(_name)
         return _real(*args, **kwargs)
@@ -62,9 +61,9 @@ def cache_dir(private_cache_dir, monkeypatch):
     return private_cache_dir
 
 
-def run_process(cache_dir: Path, path: Path = SCALAR, **env) -> dict:
+def run_process(cache_dir: Path, path: Path = SCALAR, tier: str = "python", **env) -> dict:
     full_env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
-    full_env.update(VMRT_CACHE_DIR=str(cache_dir), VMRT_TIER="python", **env)
+    full_env.update(VMRT_CACHE_DIR=str(cache_dir), VMRT_TIER=tier, **env)
     proc = subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(path)], capture_output=True,
                           text=True, env=full_env, cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -82,11 +81,14 @@ def load_error(source) -> tuple:
 
 
 # -- hits --------------------------------------------------------------------------------------
-def test_second_process_neither_verifies_nor_imports_numpy(cache_dir):
-    first = run_process(cache_dir)
-    assert first["calls"] == ["read_module_and_snapshot", "verify_module"]
+@pytest.mark.parametrize("tier", ["python", "auto"])
+def test_second_process_neither_verifies_nor_imports_numpy(cache_dir, tier):
+    """Nor reads its definition: the summary locates its functions' bytecode (the C
+    tier's check of what it compiles decodes them too)."""
+    first = run_process(cache_dir, tier=tier)
+    assert first["calls"] == ["read_module", "verify_module"]
     assert first["stores"] == 1 and len(module_files(cache_dir)) == 1
-    second = run_process(cache_dir)
+    second = run_process(cache_dir, tier=tier)
     assert second["calls"] == [] and second["hits"] == 1
     assert not second["numpy"]
     assert second["results"] == first["results"]
@@ -99,6 +101,8 @@ def test_module_from_the_cache_is_the_module_read(path):
     assert module_cache.STATS.hits == 1
     assert module_to_json(cached.definition) == module_to_json(read.definition)
     assert cached.verified == read.verified
+    assert [cached.instructions(i) for i in range(cached.function_count)] == \
+        [read.instructions(i) for i in range(read.function_count)]
     assert cached.content_digest == read.content_digest
     assert [bytes(r.view) for r in cached.rodata] == [bytes(r.view) for r in read.rodata]
     assert cached.source == str(path)
@@ -180,7 +184,7 @@ def test_external_rodata_is_read_from_the_new_bytes():
 def test_changed_runtime_misses(monkeypatch, change):
     vmrt.load_module(SCALAR)
     if change == "runtime":
-        monkeypatch.setattr(code_cache, "_runtime_fingerprint", b"another vmrt".ljust(32))
+        monkeypatch.setattr(code_cache, "build_id", lambda: b"another vmrt")
     else:
         monkeypatch.setattr(module_cache, "ENTRY_VERSION", module_cache.ENTRY_VERSION + 1)
     vmrt.load_module(SCALAR)
@@ -193,47 +197,9 @@ def test_large_flatbuffers_are_not_kept(cache_dir, monkeypatch):
     assert module_files(cache_dir) == [] and module_cache.STATS.misses == 0
 
 
-# -- aliases: a file's key by its stat -----------------------------------------------------------
-def alias_files(path: Path) -> list[Path]:
-    return sorted(path.glob("*" + code_cache.ALIAS_SUFFIX)) if path.is_dir() else []
-
-
-def count_module_keys(monkeypatch) -> list:
-    """The calls of module_key (hashing a module's bytes) from now on."""
-    calls = []
-    real = module_cache.module_key
-    monkeypatch.setattr(module_cache, "module_key", lambda buf: calls.append(1) or real(buf))
-    return calls
-
-
-def test_settled_file_is_found_by_its_alias_without_hashing(cache_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(module_cache, "SETTLED_SECONDS", 0.0)
-    path = tmp_path / "m.vmfb"
-    path.write_bytes(MLP.read_bytes())
-    hashed = count_module_keys(monkeypatch)
-    read = vmrt.load_module(path)
-    assert len(hashed) == 1 and len(alias_files(cache_dir)) == 1
-    cached = vmrt.load_module(path)
-    assert len(hashed) == 1 and module_cache.STATS.hits == 1
-    assert cached.content_digest == read.content_digest and cached.verified == read.verified
-
-
-def test_recently_changed_file_gets_no_alias(cache_dir, tmp_path, monkeypatch):
-    """A file changed within SETTLED_SECONDS may change again within its file system's
-    clock tick, its stat unchanged: it is hashed every time until it settles."""
-    path = tmp_path / "m.vmfb"
-    path.write_bytes(SCALAR.read_bytes())
-    hashed = count_module_keys(monkeypatch)
-    vmrt.load_module(path)
-    vmrt.load_module(path)
-    assert len(hashed) == 2 and alias_files(cache_dir) == []
-    assert module_cache.STATS.hits == 1  # (the module entry itself is found by its hash)
-
-
-def test_file_rewritten_in_place_is_hashed_again(cache_dir, tmp_path, monkeypatch):
-    """Same inode, size and (restored) mtime: the change time still tells, and the
-    module is the new bytes' (their rodata changed, as a differing key shows)."""
-    monkeypatch.setattr(module_cache, "SETTLED_SECONDS", 0.0)
+# -- files changed in place ---------------------------------------------------------------------
+def test_file_rewritten_in_place_is_not_served_stale(tmp_path):
+    """Same inode, size and (restored) mtime: the module is still the new bytes'."""
     data = MLP.read_bytes()
     info = read_module(data).archive
     path = tmp_path / "m.vmfb"
@@ -242,45 +208,16 @@ def test_file_rewritten_in_place_is_hashed_again(cache_dir, tmp_path, monkeypatc
     first = vmrt.load_module(path)
     changed = bytearray(data)
     changed[info.flatbuffer_offset + info.flatbuffer_length - 1] ^= 0x01  # (padding)
-    time.sleep(0.05)  # (past a coarse clock's tick: the ctime differs)
     with open(path, "r+b") as f:
         f.write(changed)
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     after = os.stat(path)
     assert (after.st_ino, after.st_size, after.st_mtime_ns) == \
         (before.st_ino, before.st_size, before.st_mtime_ns)
-    hashed = count_module_keys(monkeypatch)
     second = vmrt.load_module(path)
-    assert len(hashed) == 1 and len(alias_files(cache_dir)) == 2
     assert second.content_digest != first.content_digest
-
-
-def test_alias_of_another_shape_is_not_used(cache_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(module_cache, "SETTLED_SECONDS", 0.0)
-    path = tmp_path / "m.vmfb"
-    path.write_bytes(SCALAR.read_bytes())
-    alias = module_cache.file_alias(module_cache.open_module_buffer(str(path)))
-    code_cache.default_cache().store(alias, b"short", module_cache.ALIAS)
-    hashed = count_module_keys(monkeypatch)
-    module = vmrt.load_module(path)
-    assert len(hashed) == 1
-    assert module.content_digest == vmrt.load_module(SCALAR.read_bytes()).content_digest
-
-
-def test_alias_is_of_the_path_too(tmp_path):
-    """A hard link has the same stat: its own path keeps it apart (a file system
-    giving every file the same times and no inodes would tell nothing else)."""
-    path = tmp_path / "m.vmfb"
-    path.write_bytes(SCALAR.read_bytes())
-    link = tmp_path / "link.vmfb"
-    os.link(path, link)
-    aliases = {module_cache.file_alias(module_cache.open_module_buffer(str(p)))
-               for p in (path, link, path)}
-    assert len(aliases) == 2 and None not in aliases
-
-
-def test_bytes_have_no_alias():
-    assert module_cache.file_alias(memoryview(SCALAR.read_bytes())) is None
+    assert second.content_digest == vmrt.load_module(bytes(changed)).content_digest
+    assert module_cache.STATS.hits == 1 and module_cache.STATS.stores == 2
 
 
 # -- invalid modules ---------------------------------------------------------------------------
@@ -327,12 +264,12 @@ def test_damaged_entry_is_read_and_verified_again(cache_dir, damage):
         path.write_bytes(damage(path.read_bytes()))
     again = run_process(cache_dir)
     assert again["rejected"] == 1 and again["stores"] == 1
-    assert again["calls"] == ["read_module_and_snapshot", "verify_module"]
+    assert again["calls"] == ["read_module", "verify_module"]
     assert again["results"] == expected
     assert run_process(cache_dir)["calls"] == []
 
 
-@pytest.mark.parametrize("entry", [("not", "a", "snapshot"), (b"", [], ("short", "summary"))],
+@pytest.mark.parametrize("entry", [("not", "an", "entry"), ([], ("short", "summary"))],
                          ids=["shape", "summary"])
 def test_entry_of_another_shape_is_not_used(cache_dir, entry):
     key = module_cache.module_key(memoryview(SCALAR.read_bytes()))

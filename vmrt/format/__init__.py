@@ -7,7 +7,8 @@
 """
 
 from vmrt.format.archive import ArchiveInfo, parse_archive
-from vmrt.format.flatbuffer import column, is_vector_present
+from vmrt.format.flatbuffer_reader import column
+from vmrt.format.flatbuffer_schema import is_vector_present
 from vmrt.format.json_dump import module_to_json, table_to_json
 from vmrt.format.module_def import (
     BYTECODE_VERSION_MAJOR,

@@ -13,7 +13,7 @@ then values with ``null`` for NONE).  ``pretty`` indents by 2 as ``--pretty``.
 
 from __future__ import annotations
 
-from vmrt.format.flatbuffer import EnumDecl, StructDecl, TableDecl, is_vector_present
+from vmrt.format.flatbuffer_schema import EnumDecl, StructDecl, TableDecl, is_vector_present
 from vmrt.format.module_def import BytecodeModuleDef
 
 # flatcc escapes control characters, '"' and '\'; everything else is raw.

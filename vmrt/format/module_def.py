@@ -2,8 +2,8 @@
 
 The tables below mirror runtime/src/iree/schemas/bytecode_module_def.fbs field
 for field (name, id, type, default); the same declarations drive verification
-and reading (flatbuffer.FlatBufferReader), writing (flatbuffer.FlatBufferBuilder)
-and JSON printing (json_dump).
+and reading (flatbuffer_reader.FlatBufferReader), writing
+(flatbuffer_builder.FlatBufferBuilder) and JSON printing (json_dump).
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from vmrt.errors import ModuleFormatError, StatusCode, file_error
 from vmrt.format import archive as _archive
 from vmrt.format.archive import ArchiveInfo
 from vmrt.format.mapped import MappedFile
-from vmrt.format.flatbuffer import (
+from vmrt.format.flatbuffer_builder import FlatBufferBuilder
+from vmrt.format.flatbuffer_reader import FlatBufferReader, LazyTableVector, column, \
+    struct_array
+from vmrt.format.flatbuffer_schema import (
     INT16,
     INT32,
     UINT8,
     UINT32,
     UINT64,
     EnumDecl,
-    FlatBufferBuilder,
-    FlatBufferReader,
     Scalar,
     String,
     StructDecl,
@@ -35,11 +36,7 @@ from vmrt.format.flatbuffer import (
     UnionDecl,
     UnionField,
     UnionVector,
-    LazyTableVector,
     Vector,
-    column,
-    root_from_snapshot,
-    struct_array,
     table,
 )
 
@@ -261,6 +258,13 @@ class BytecodeModuleDef:
     #: Where the pieces were in the file (None for modules built in Python).
     archive: ArchiveInfo | None = dataclasses.field(default=None, compare=False,
                                                      repr=False)
+    #: Where bytecode_data starts in the bytes read (None for modules built in Python).
+    bytecode_data_offset: int | None = dataclasses.field(default=None, compare=False,
+                                                         repr=False)
+
+    def __fb_after_read__(self, reader, byte_positions):
+        position = byte_positions.get("bytecode_data", -1)
+        self.bytecode_data_offset = position if position >= 0 else None
 
 
 #: The module object model is the root table.
@@ -319,21 +323,11 @@ def read_module(data, *, check: bool = True) -> BytecodeModuleDef:
     Byte vectors and rodata are memoryviews into the input.  Raises
     ModuleFormatError for anything malformed.
     """
-    module, _ = read_module_and_snapshot(data, check=check)
-    return module
-
-
-def read_module_and_snapshot(data, *, check: bool = True, compile_source=None):
-    """read_module, and the snapshot of that read: module_from_snapshot makes the
-    same module of the same bytes from it, without verifying them again.
-    ``compile_source(make_source, filename, key)`` compiles the reader's generated code
-    (vmrt.format.flatbuffer.CompileSource)."""
     buf = open_module_buffer(data)
     try:
         info = _archive.parse_archive(buf)
         start = info.flatbuffer_offset
-        reader = FlatBufferReader(buf, start, start + info.flatbuffer_length,
-                                  compile_source=compile_source)
+        reader = FlatBufferReader(buf, start, start + info.flatbuffer_length)
         reader.archive = info
         module = reader.read_root(BytecodeModuleDef, FILE_IDENTIFIER)
         module.archive = info
@@ -342,19 +336,10 @@ def read_module_and_snapshot(data, *, check: bool = True, compile_source=None):
                 raise ModuleFormatError(f"rodata[{i}] external reference out of range")
         if check:
             check_module_tables(module)
-        return module, reader.snapshot
+        return module
     except _UNEXPECTED as error:
         raise ModuleFormatError(
             f"malformed module (reader error {type(error).__name__}: {error})") from None
-
-
-def module_from_snapshot(buf: memoryview, snapshot, *, compile_source=None):
-    """The module that read_module_and_snapshot read (with its checks) from the same
-    bytes `buf`, made from the snapshot it returned: nothing is verified again."""
-    info = _archive.parse_archive(buf)
-    module = root_from_snapshot(snapshot, BytecodeModuleDef, buf, info, compile_source)
-    module.archive = info
-    return module
 
 
 def check_module_tables(module: BytecodeModuleDef) -> None:

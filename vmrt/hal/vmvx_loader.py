@@ -66,21 +66,18 @@ class VmvxExecutable(Executable):
                  "_contexts")
 
     def __init__(self, module: BytecodeModule, constants: bytes = b"", common_modules=()):
-        definition = module.definition
         functions, names = [], []
-        for export in definition.exported_functions:
+        for name, _, cconv, attrs in module.summary.exports:
             # Every export is an entry point, whatever its name (the compiler's
             # `__builtin_splat_i64` included), and function ids are export
             # ordinals, as upstream's vmvx_module_loader.c has them.
-            name = export.local_name
-            signature = definition.function_signatures[export.internal_ordinal]
-            cconv = signature.calling_convention if signature is not None else ""
+            cconv = cconv if cconv is not None else ""
             if cconv != ENTRY_SIGNATURE:
                 raise HalError(f"executable entry point `{name}` does not match the expected "
                                f"calling convention; expected '{ENTRY_SIGNATURE}' but got "
                                f"'{cconv}', possible ABI version mismatch",
                                StatusCode.INVALID_ARGUMENT)
-            attrs = {a.key: a.value for a in (signature.attrs or ())} if signature else {}
+            attrs = dict(attrs)
             # Upstream counts whole pages; a partial page is rounded up here so a
             # dispatch never gets less local memory than it declared.
             local = _attr(attrs, "local_memory")

@@ -50,7 +50,6 @@ import operator
 from dataclasses import dataclass
 
 from vmrt.errors import StatusCode, VMError, VmrtError, limit_of
-from vmrt.vm.code_cache import compile_snippet
 from vmrt.vm.module import Dependency as _Dependency
 from vmrt.vm.module import ImportDecl, Module, ModuleInstance
 from vmrt.vm.numerics import f32 as _f32
@@ -412,12 +411,8 @@ def _factory(arg_count: int, results: tuple[str, ...], with_state: bool, generat
     key = (arg_count, results, with_state, generator)
     factory = _FACTORIES.get(key)
     if factory is None:
-        # Keyed by the signature's shape: a process finding the snippet in the code
-        # cache does not write its source either (vmrt.native is in RUNTIME_PACKAGES).
-        code = compile_snippet(lambda: _adapter_source(*key), f"<vmrt native adapter {key}>",
-                               key=repr(key), group="adapters")
         namespace: dict = {}
-        exec(code, namespace)
+        exec(compile(_adapter_source(*key), f"<vmrt native adapter {key}>", "exec"), namespace)
         factory = _FACTORIES[key] = namespace["make"]
     return factory
 

@@ -1,67 +1,34 @@
-"""An on-disk cache of the code generated for bytecode functions, like __pycache__.
+"""An on-disk cache of what vmrt makes of a module, like __pycache__: one directory, a
+file per entry, each keyed by content and by the build of vmrt.
 
-Creating the first context of a compiled model is dominated by generating Python
-source for its functions (vmrt.vm.codegen) and compiling it, and every new process
-would pay that again. BytecodeModule.compiled (vmrt.vm.module) asks this cache
-first: an entry holds one function variant's code object, its line -> bytecode
-offset map and its source (CompiledFunction), marshalled, in a file of its own.
-The same directory and file format keep verified modules (vmrt.vm.module_cache)
-and, in one file per group, the small generated helpers every process compiles
-alike (compile_snippet).
+Generating and compiling Python for a model's functions (vmrt.vm.codegen) dominates
+its first context: BytecodeModule.compiled (vmrt.vm.module) asks this cache first
+for a function variant's code object, line -> pc map and source (CompiledFunction).
+The same directory keeps verified modules (vmrt.vm.module_cache) and the C tier's
+builds (vmrt.vm.ctier.build). Every key (runtime_key) hashes the content with the
+file format, the build of vmrt (build_id) and the Python (magic number, cache tag,
+optimization level). A file is named by its key and records it again, with its
+payload's length and CRC-32 (against accidents only); it is written beside and
+renamed over, so concurrent processes see a whole file or none, and a short, corrupt
+or foreign file is ignored (the entry is made again and the file replaced).
 
-The key of an entry is a hash of everything the generated code depends on:
+Environment: VMRT_CACHE=0 (off, false, no) turns it off; VMRT_CACHE_DIR is the
+directory (default $XDG_CACHE_HOME/vmrt, else ~/.cache/vmrt); VMRT_CACHE_MAX_BYTES
+bounds the files' total (default 256 MiB; past it, the least recently used go, down
+to 90%). A directory that cannot be made leaves vmrt without the cache, one that
+cannot be written is only read; neither is an error.
 
-- the module's content digest (BytecodeModule.content_digest: the key
-  vmrt.vm.module_cache gave its bytes, else its bytecode and the descriptors,
-  signatures, imports and names the generator reads; and its name);
-- the function ordinal, the CodegenOptions and the host-entry flag;
-- the runtime: a hash of the sources of vmrt.vm, vmrt.isa and vmrt.format (the
-  generator and everything it reads) and of vmrt.native (its adapters are keyed
-  snippets), stronger than the version string, which an editable install keeps
-  while the code changes; and vmrt.__version__ when there is one. A source counts
-  by its name, size and modification time (to the nanosecond), as __pycache__
-  tells a changed source (to the second): reading them all would cost a process
-  ~1 ms of its start. The stats run on a C thread started at import
-  (_start_fingerprint), beside the process's other first work;
-- Python: importlib.util.MAGIC_NUMBER, the implementation's cache tag and the
-  optimization level (-O drops asserts at compile time);
-- the format of the files (FORMAT_VERSION).
-
-So an entry written by another vmrt, Python or format is never found. A file is
-named by its key hash and records the key hash again, its payload's length and
-CRC-32 (it detects accidents, as the security note below says of any check here;
-blake2b would cost a ~100 KB entry 0.1 ms more to read); it is written to a
-temporary file in the same directory and renamed over
-(os.replace), so concurrent processes see a whole file or none, and a reader
-that finds a short, corrupt or foreign file generates the code again (and
-overwrites the file); reading never fails.
-
-Environment:
-
-- VMRT_CACHE=0 (or off, false, no): no cache, nothing read or written;
-- VMRT_CACHE_DIR: the cache directory (default $XDG_CACHE_HOME/vmrt, else
-  ~/.cache/vmrt);
-- VMRT_CACHE_MAX_BYTES: the bound on the total size of the files (default 256
-  MiB); a write that takes the total over it deletes the least recently used
-  files (oldest mtime; a hit refreshes its file's mtime, if a minute old) down to
-  90% of it.
-
-A directory that cannot be created or is not a directory leaves vmrt running
-without the cache; one that cannot be written is still read. Neither is an error.
-
-Security: an entry is code that this process runs; its hash only detects
-accidents (a torn or truncated file), not an attacker. So the cache must be
-writable by its user alone: the directory is created with mode 0o700 and files
-with 0o600, and a directory or file owned by another user, or writable by its
-group or by others, is never read (the cache is off for such a directory).
-Whoever can write the cache directory can run code as its user, as with
-__pycache__ or the user's site-packages. On systems without POSIX user ids
-(Windows) the ownership checks are skipped.
+Security: an entry is code that this process runs, so the cache must be writable by
+its user alone: the directory is made 0o700, files 0o600, and a directory or file
+owned by another user, or writable by its group or others, is never read (whoever
+can write it can run code as its user, as with __pycache__). Systems without POSIX
+user ids (Windows) skip the ownership checks.
 """
 
 from __future__ import annotations
 
-import atexit
+import dataclasses
+import hashlib
 import marshal
 import os
 import stat
@@ -73,70 +40,47 @@ import zlib
 from importlib.util import MAGIC_NUMBER
 
 from vmrt.environment import switched_on
-from vmrt.memory import c_extension
-
-try:  # hashlib's import loads OpenSSL (~3 ms of start-up); its blake2b is this one
-    from _blake2 import blake2b
-except ImportError:  # pragma: no cover - a Python built without the _blake2 module
-    from hashlib import blake2b
 
 #: The layout of cache files; part of every key.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 FILE_MAGIC = b"VMRTCODE"
 #: File header: magic, key digest, payload length, payload CRC-32.
 HEADER = struct.Struct("<8s32sQI")
-#: Files by what they hold: a function variant's code (vmrt.vm.module), a verified
-#: module's snapshot and a module file's key (vmrt.vm.module_cache), the snippets
-#: compile_snippet compiled.
+#: Files of code (vmrt.vm.module) and of verified modules (vmrt.vm.module_cache).
 SUFFIX = ".vmc"
 MODULE_SUFFIX = ".vmm"
-#: A module file's key by the file's stat (vmrt.vm.module_cache, file_alias).
-ALIAS_SUFFIX = ".vma"
-SNIPPETS_SUFFIX = ".vms"
-ENTRY_SUFFIXES = (SUFFIX, MODULE_SUFFIX, ALIAS_SUFFIX, SNIPPETS_SUFFIX)
 TEMP_SUFFIX = ".tmp"
 DEFAULT_MAX_BYTES = 256 << 20
-#: Eviction goes down to this fraction of the bound, so that it does not run again
-#: at the next write.
+#: Eviction goes down to this fraction of the bound (not to run again at the next write).
 EVICT_TO = 0.9
 #: A temporary file this old (seconds) was left by a writer that died.
 STALE_TEMP_SECONDS = 3600
 #: A hit refreshes its file's mtime only when it is older than this (seconds): the
 #: eviction order needs no finer grain, and each refresh is a metadata write.
 REFRESH_SECONDS = 60
-#: Packages whose sources shape generated code (hashed into every key): the code
-#: generator and what it reads, the C tier's generator (its builds' keys: ctier.build)
-#: and the makers of keyed snippets (compile_snippet). Each directory is hashed on its
-#: own, its subpackages not: each is named.
-RUNTIME_PACKAGES = ("vmrt.vm", "vmrt.vm.ctier", "vmrt.isa", "vmrt.format", "vmrt.native")
+#: The packages (with their subpackages) whose sources shape what the cache keeps:
+#: the code generator and what it reads, the reader and verifier, the C tier's
+#: generator. A source checkout hashes them into build_id.
+RUNTIME_PACKAGES = ("vm", "isa", "format", "native")
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)
 
 
+@dataclasses.dataclass
 class CacheStats:
-    """What the caches of this process did (for tests and benchmarks)."""
+    """What the caches of this process did (for tests and benchmarks); `rejected`
+    counts files found but not trusted: corrupt, foreign, unsafe."""
 
-    def __init__(self):
-        self.hits = 0
-        self.misses = 0
-        self.stores = 0
-        self.rejected = 0  # files found but not trusted: corrupt, foreign, unsafe
-
-    def __repr__(self) -> str:
-        return (f"CacheStats(hits={self.hits}, misses={self.misses}, stores={self.stores}, "
-                f"rejected={self.rejected})")
+    hits: int = 0
+    misses: int = 0
+    stores: int = 0
+    rejected: int = 0
 
 
 STATS = CacheStats()
 _CACHES: dict[tuple[str, int], "CodeCache"] = {}
-#: What default_cache reads, and the (directory, bound) it found for their values.
-_ENVIRONMENT = ("VMRT_CACHE", "VMRT_CACHE_DIR", "XDG_CACHE_HOME", "HOME", "USERPROFILE",
-                "VMRT_CACHE_MAX_BYTES")
-_SETTINGS: dict[tuple, tuple[str, int] | None] = {}
-_runtime_fingerprint: bytes | None = None
-#: (pid, vmrt's version) of the C thread stating the fingerprint's sources, or None.
-_fingerprint_job: tuple[int, str] | None = None
+_build_id: bytes | None = None
 
 
 def is_code_entry(entry) -> bool:
@@ -150,18 +94,15 @@ class CompiledFunction:
 
     Unpacks as (code, line_pcs, source). In a cache entry the map and the source are
     marshalled and compressed apart from the code (entry()) and decoded when first
-    asked for: only errors (VM stacks) and tools read them, and reading them whole
-    (a large function's map has thousands of numbers, its source tens of KB) cost a
-    process more than reading the code."""
+    asked for: only errors (VM stacks) and tools read them."""
 
-    __slots__ = ("code", "_debug", "_line_pcs", "_source")
+    __slots__ = ("code", "_debug", "_decoded")
 
     def __init__(self, code: types.CodeType, line_pcs: list | None = None,
                  source: str | None = None, *, debug: bytes | None = None):
         self.code = code
-        self._line_pcs = line_pcs
-        self._source = source
-        self._debug = debug  # (line_pcs, source) marshalled and compressed, not decoded yet
+        self._debug = debug  # (line_pcs, source) marshalled and compressed
+        self._decoded = (line_pcs, source) if debug is None else None
 
     @classmethod
     def from_entry(cls, entry: tuple) -> "CompiledFunction":
@@ -170,26 +111,18 @@ class CompiledFunction:
 
     def entry(self) -> tuple:
         """The payload of its cache entry (is_code_entry)."""
-        return self.code, zlib.compress(marshal.dumps((self.line_pcs, self.source)), 1)
+        return self.code, zlib.compress(marshal.dumps(self._debug_info()), 1)
 
-    @property
-    def line_pcs(self) -> list:
-        if self._debug is not None:
-            self._decode()
-        return self._line_pcs
+    def _debug_info(self) -> tuple:
+        if self._decoded is None:
+            self._decoded = marshal.loads(zlib.decompress(self._debug))
+        return self._decoded
 
-    @property
-    def source(self) -> str:
-        if self._debug is not None:
-            self._decode()
-        return self._source
-
-    def _decode(self) -> None:
-        self._line_pcs, self._source = marshal.loads(zlib.decompress(self._debug))
-        self._debug = None
+    line_pcs = property(lambda self: self._debug_info()[0])
+    source = property(lambda self: self._debug_info()[1])
 
     def __iter__(self):
-        return iter((self.code, self.line_pcs, self.source))
+        return iter((self.code, *self._debug_info()))
 
 
 class EntryKind:
@@ -207,27 +140,16 @@ CODE = EntryKind(SUFFIX, is_code_entry)
 
 def default_cache() -> "CodeCache | None":
     """The cache the environment asks for, or None when it is off or unusable."""
-    environment = tuple(map(os.environ.get, _ENVIRONMENT))
-    key = _SETTINGS.get(environment, False)
-    if key is False:  # (a process asks a few times per module: the path is worked out once)
-        key = _settings()
-        directory = environment[1]
-        if not directory or os.path.isabs(os.path.expanduser(directory)):
-            _SETTINGS[environment] = key  # (a relative one follows the working directory)
-    if key is None or runtime_fingerprint() is None:
+    if not switched_on("VMRT_CACHE"):
         return None
+    path = cache_directory()
+    if path is None or not build_id():
+        return None
+    key = (path, max_bytes())
     cache = _CACHES.get(key)
     if cache is None:
         cache = _CACHES[key] = CodeCache(*key)
     return cache if cache.usable else None
-
-
-def _settings() -> tuple[str, int] | None:
-    """(directory, bound) of the cache the environment asks for, or None when it is off."""
-    if not switched_on("VMRT_CACHE"):
-        return None
-    path = cache_directory()
-    return (path, max_bytes()) if path is not None else None
 
 
 def cache_directory() -> str | None:
@@ -255,144 +177,56 @@ def max_bytes() -> int:
 def content_digest(bytecode, description: str) -> bytes:
     """The digest of a module's content as the code generator sees it: its bytecode
     and a description (repr) of the rest it reads."""
-    digest = blake2b(digest_size=32)
-    digest.update(bytecode if not isinstance(bytecode, list) else bytes(bytecode))
+    digest = hashlib.blake2b(bytecode if not isinstance(bytecode, list) else bytes(bytecode),
+                             digest_size=32)
     digest.update(description.encode("utf-8", "surrogatepass"))
     return digest.digest()
 
 
+def runtime_key(*parts) -> bytes:
+    """The hash of `parts` with what every key holds of the runtime: the cache format,
+    build_id and the Python."""
+    runtime = (FORMAT_VERSION, build_id(), MAGIC_NUMBER, sys.implementation.cache_tag,
+               sys.flags.optimize)
+    return hashlib.blake2b(repr(runtime + parts).encode(), digest_size=32).digest()
+
+
 def entry_key(content: bytes, ordinal: int, options, host_entry: bool) -> bytes:
     """The key of one function variant: see the module docstring."""
-    parts = (FORMAT_VERSION, runtime_fingerprint(), MAGIC_NUMBER,
-             sys.implementation.cache_tag, sys.flags.optimize, content, ordinal,
-             repr(options), host_entry)
-    return blake2b(repr(parts).encode(), digest_size=32).digest()
+    return runtime_key(content, ordinal, repr(options), host_entry)
 
 
-def runtime_fingerprint() -> bytes | None:
-    """A hash of the vmrt sources that shape generated code, computed once per process;
-    None when there are no source files to hash (a zip import...): then no entry can
-    be told to be this runtime's, and the cache is off."""
-    global _runtime_fingerprint
-    if _runtime_fingerprint is None:
-        fingerprint = _started_fingerprint()
-        _runtime_fingerprint = fingerprint if fingerprint is not None else \
-            _fingerprint(*_runtime_location())
-    return _runtime_fingerprint or None
+def build_id() -> bytes:
+    """The id setup.py writes into an installed vmrt, else (a source checkout) the
+    hash of its runtime packages' sources, found once per process; b"" (the cache then
+    off) when neither is there: a zip import..."""
+    global _build_id
+    if _build_id is None:
+        try:
+            from vmrt._build_id import BUILD_ID  # written by setup.py's build_py
+            _build_id = BUILD_ID.encode()
+        except ImportError:
+            _build_id = source_digest(os.path.dirname(os.path.dirname(__file__)))
+    return _build_id
 
 
-def _runtime_location() -> tuple[str, str]:
-    """(vmrt's directory, or "" when it has no file; repr of its version)."""
-    vmrt = sys.modules.get("vmrt")
-    if vmrt is None:  # pragma: no cover - (vmrt is imported before its subpackages)
-        import vmrt
-    return (os.path.dirname(getattr(vmrt, "__file__", None) or ""),
-            repr(getattr(vmrt, "__version__", None)))
-
-
-def _package_directories(root: str) -> list[str]:
-    """The directories of RUNTIME_PACKAGES under vmrt's `root` (found without importing)."""
-    return [os.path.join(root, *package.split(".")[1:]) for package in RUNTIME_PACKAGES]
-
-
-def _fingerprint(root: str, version: str) -> bytes:
-    """runtime_fingerprint's hash (b"": no sources found) of the packages under `root`."""
-    digest = blake2b(version.encode(), digest_size=32)
-    found = 0
-    if root:
-        for directory in _package_directories(root):
-            found += _hash_sources(digest, directory)
+def source_digest(root: str) -> bytes:
+    """A hash of the paths and contents of the *.py files of RUNTIME_PACKAGES under
+    vmrt's directory `root`; b"" when none can be read."""
+    digest, found = hashlib.blake2b(digest_size=32), 0
+    for package in RUNTIME_PACKAGES:
+        for directory, _, files in sorted(os.walk(os.path.join(root, package))):
+            for name in sorted(f for f in files if f.endswith(".py")):
+                path = os.path.join(directory, name)
+                try:
+                    with open(path, "rb") as source:
+                        data = source.read()
+                except OSError:
+                    continue
+                digest.update(f"{os.path.relpath(path, root)}\0{len(data)}\0".encode(
+                    "utf-8", "surrogateescape") + data)
+                found += 1
     return digest.digest() if found else b""
-
-
-def _start_fingerprint() -> None:
-    """Starts stating the sources of the fingerprint on a C thread, at import (see
-    vmrt_files.c): ~40 stats cost a new process ~0.25 ms of system calls, and it
-    mostly does other work (its device, its parameters) before its first cache
-    lookup, which then takes the records made meanwhile. The thread never needs the
-    GIL. Without the C extension (or a thread) the lookup stats them itself."""
-    global _fingerprint_job
-    ffi, lib, _ = c_extension()
-    root, version = _runtime_location()
-    if lib is None or not root or not switched_on("VMRT_CACHE"):
-        return
-    names = b"".join(os.fsencode(directory) + b"\0" for directory in _package_directories(root))
-    if lib.vmrt_records_start(names, len(names)) == 0:
-        _fingerprint_job = (os.getpid(), version)
-
-
-def _started_fingerprint() -> bytes | None:
-    """The fingerprint of the records _start_fingerprint's thread made, or None when
-    there are none to take (none started in this process: a fork's child inherits
-    the job, not the thread; taken; failed)."""
-    global _fingerprint_job
-    job, _fingerprint_job = _fingerprint_job, None
-    if job is None or job[0] != os.getpid():
-        return None
-    ffi, lib, _ = c_extension()
-    count = ffi.new("int64_t *")
-    capacity = _TAKE_CAPACITY
-    for _ in range(2):  # (too small, the first call says what the second needs)
-        out = ffi.new("unsigned char[]", capacity)
-        written = lib.vmrt_records_take(out, capacity, count)
-        if written != -2:
-            break
-        capacity = count[0]
-    if written < 0:
-        return None
-    digest = blake2b(job[1].encode(), digest_size=32)
-    digest.update(ffi.buffer(out, written))
-    return digest.digest() if count[0] else b""
-
-
-def _hash_sources(digest, directory: str) -> int:
-    """Adds the records of a directory's .py (or, sourceless, .pyc) files; returns
-    how many."""
-    records, count = source_records(directory)
-    digest.update(records)
-    return count
-
-
-#: What follows a source's name and NUL in its record: its size and st_mtime_ns.
-_SOURCE_STAT = struct.Struct("<qq")
-#: The records' room in the C call's first try: ~40 bytes a source.
-_RECORDS_CAPACITY = 1 << 14
-#: The first try's room for all the packages' records (~1 KB now; fresh pages cost
-#: a new process more than a second try would).
-_TAKE_CAPACITY = 1 << 13
-
-
-def source_records(directory: str) -> tuple[bytes, int]:
-    """The name, NUL, size and st_mtime_ns (little-endian 64-bit) of each *.py and
-    *.pyc entry of `directory` in byte order of the names, and how many; (b"", 0)
-    when it or an entry cannot be read. One C call (vmrt_files.c) when the extension
-    is there, else python_source_records: the same bytes."""
-    ffi, lib, _ = c_extension()
-    if lib is None:
-        return python_source_records(directory)
-    path, count = os.fsencode(directory), ffi.new("int64_t *")
-    capacity = _RECORDS_CAPACITY
-    for _ in range(2):  # (too small, the first call says what the second needs)
-        out = ffi.new("unsigned char[]", capacity)
-        written = lib.vmrt_source_records(path, out, capacity, count)
-        if written >= 0:
-            return ffi.buffer(out, written)[:], count[0]
-        if written == -1:
-            break
-        capacity = count[0]
-    return b"", 0
-
-
-def python_source_records(directory: str) -> tuple[bytes, int]:
-    """source_records in Python (the C extension's twin)."""
-    try:
-        with os.scandir(directory) as entries:
-            found = sorted((os.fsencode(entry.name), entry.stat()) for entry in entries
-                           if entry.name.endswith((".py", ".pyc")))
-    except OSError:
-        return b"", 0
-    return b"".join(name + b"\0" + _SOURCE_STAT.pack(st.st_size, st.st_mtime_ns)
-                    for name, st in found), len(found)
 
 
 def _private(st: os.stat_result) -> bool:
@@ -450,30 +284,18 @@ class CodeCache:
     def read_private(self, path: str, stats: CacheStats) -> tuple[bytes | None, float]:
         """The bytes of a regular file of the user's own (else None) and its mtime; a
         file found but not trusted (another user's, writable by others, over the
-        bound) counts as rejected in `stats`. Also reads the C tier's builds
-        (vmrt.vm.ctier.build)."""
+        bound) counts as rejected in `stats`. (A file truncated while read gives
+        short bytes, which decode_entry rejects.)"""
         try:
-            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY)
+            with open(os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY), "rb") as file:
+                st = os.fstat(file.fileno())
+                if not stat.S_ISREG(st.st_mode) or not _private(st) \
+                        or st.st_size > max(self.max_bytes, HEADER.size):
+                    stats.rejected += 1
+                    return None, 0.0
+                return file.read(st.st_size), st.st_mtime
         except (OSError, ValueError):
             return None, 0.0
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or not _private(st) \
-                    or st.st_size > max(self.max_bytes, HEADER.size):
-                stats.rejected += 1
-                return None, 0.0
-            chunks, remaining = [], st.st_size
-            while remaining > 0:
-                chunk = os.read(fd, remaining)
-                if not chunk:  # truncated while read: decode_entry rejects it
-                    break
-                chunks.append(chunk)
-                remaining -= len(chunk)
-            return b"".join(chunks), st.st_mtime
-        except OSError:
-            return None, 0.0
-        finally:
-            os.close(fd)
 
     # -- writing ---------------------------------------------------------------------
     def store(self, key: bytes, entry, kind: EntryKind = CODE) -> None:
@@ -531,7 +353,7 @@ class CodeCache:
         try:
             with os.scandir(self.path) as entries:
                 for item in entries:
-                    if not item.name.endswith((*ENTRY_SUFFIXES, TEMP_SUFFIX)):
+                    if not item.name.endswith((SUFFIX, MODULE_SUFFIX, TEMP_SUFFIX)):
                         continue
                     try:
                         st = item.stat(follow_symlinks=False)
@@ -580,76 +402,3 @@ def decode_entry(data: bytes, key: bytes, is_entry=is_code_entry):
     except (EOFError, ValueError, TypeError):
         return None
     return entry if is_entry(entry) else None
-
-
-# -- snippets ------------------------------------------------------------------------------------
-#: The bound on the snippets kept (the generated helpers are a few dozen).
-MAX_SNIPPETS = 1024
-SNIPPET_STATS = CacheStats()
-SNIPPETS = EntryKind(SNIPPETS_SUFFIX, lambda entry: type(entry) is dict and all(
-    type(name) is bytes and type(code) is types.CodeType for name, code in entry.items()),
-    SNIPPET_STATS)
-#: This process's snippets by group, then by the digest of their file name and source
-#: (a group not there: its stored ones not read yet); the groups with new ones, and
-#: the cache those go to (None: none new).
-_snippets: dict[str, dict[bytes, types.CodeType]] = {}
-_new_groups: set[str] = set()
-_snippets_cache: "CodeCache | None" = None
-
-
-def compile_snippet(source, filename: str, key: str | None = None, *,
-                    group: str = "") -> types.CodeType:
-    """compile(source, filename, "exec") for the small helpers vmrt generates alike in
-    every process (FlatBuffer binders, native adapters): all those of a `group` are
-    kept in one file, read at the group's first snippet, so a new process compiles
-    none of them (a dozen compiles cost milliseconds; a read, tens of microseconds),
-    and reads no group it does not use (a module found in vmrt.vm.module_cache needs
-    no binder). The files are keyed by the Python (a code object is), the runtime
-    fingerprint and the group, snippets by their source. A process writes the groups
-    it compiled new snippets of at its exit (store_snippets): once, not per snippet.
-
-    With a `key`, `source` is a function making the source, called only when the
-    snippet is not found: the key names the snippet in its stead, so that a process
-    finding it does not generate the source either. The key must tell apart all the
-    sources its generator makes, and the generator must be in RUNTIME_PACKAGES (the
-    fingerprint then changes with the code making the source)."""
-    global _snippets_cache
-    snippets = _snippets.get(group)
-    if snippets is None:
-        cache = default_cache()
-        snippets = _snippets[group] = (cache.load(_snippets_key(group), SNIPPETS)
-                                       if cache is not None else None) or {}
-    named = f"{filename}\0key\0{key}" if key is not None else f"{filename}\0{source}"
-    name = blake2b(named.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    code = snippets.get(name)
-    if code is None:
-        code = compile(source() if key is not None else source, filename, "exec")
-        if len(snippets) < MAX_SNIPPETS:
-            snippets[name] = code
-            _new_groups.add(group)
-            if _snippets_cache is None:
-                _snippets_cache = default_cache()  # (the cache of now: not the one at exit)
-                if _snippets_cache is not None:
-                    atexit.register(store_snippets)
-    return code
-
-
-def store_snippets() -> None:
-    """Writes each group this process compiled new snippets of (the whole file: another
-    process's last write wins, and what it lacks is compiled and written again)."""
-    global _snippets_cache
-    cache, _snippets_cache = _snippets_cache, None
-    groups = sorted(_new_groups)
-    _new_groups.clear()
-    if cache is not None:
-        for group in groups:
-            cache.store(_snippets_key(group), _snippets[group], SNIPPETS)
-
-
-def _snippets_key(group: str = "") -> bytes:
-    parts = ("snippets", group, FORMAT_VERSION, runtime_fingerprint(), MAGIC_NUMBER,
-             sys.implementation.cache_tag, sys.flags.optimize)
-    return blake2b(repr(parts).encode(), digest_size=32).digest()
-
-
-_start_fingerprint()

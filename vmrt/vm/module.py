@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vmrt.errors import ModuleFormatError, StatusCode, VMError, VmrtError
-from vmrt.format.function_body import decode_function_body
+from vmrt.isa.decoder import decode_function
 from vmrt.vm.cconv import signature_of
 from vmrt.vm import code_cache, codegen, numerics
 from vmrt.vm.ctier import selected_tier
@@ -192,7 +192,8 @@ class BytecodeModule(Module):
         `ordinal`, decoded on first use and kept."""
         decoded = self._instructions.get(ordinal)
         if decoded is None:
-            decoded = self._instructions[ordinal] = decode_function_body(self.definition, ordinal)
+            decoded = self._instructions[ordinal] = list(
+                decode_function(self._read.function_bytecode(ordinal)))
         return decoded
 
     def instruction_at(self, ordinal: int, pc: int):

@@ -1,8 +1,8 @@
 """What contexts need of a bytecode module's definition, taken from it once: its
 interface (exports, imports, dependencies, types), function names, which functions
-suspend, its global storage and where its rodata lies. vmrt.vm.module_cache keeps
-it beside the module's snapshot, so that a process loading a module found there
-makes the definition only when something asks for it (code generation, tools)."""
+suspend, its global storage and where its rodata and function bodies lie.
+vmrt.vm.module_cache keeps it, so that a process loading a module found there reads
+the definition only when something asks for it (code generation, tools)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ class ModuleSummary(NamedTuple):
     #: (offset, length) of each rodata segment's contents in the bytes the module was
     #: read from; None for a definition made in memory.
     rodata: tuple[tuple[int, int], ...] | None
+    #: (offset, length) of each internal function's bytecode in those bytes (or None):
+    #: a module found in the cache decodes its functions without its definition.
+    bodies: tuple[tuple[int, int], ...] | None
 
 
 def summarize(definition, verified: list) -> ModuleSummary:
@@ -58,7 +61,8 @@ def summarize(definition, verified: list) -> ModuleSummary:
         exports, imports, dependencies, _function_names(definition),
         _generators(definition, verified),
         state.global_bytes_capacity if state is not None else 0,
-        state.global_ref_count if state is not None else 0, _rodata_ranges(definition))
+        state.global_ref_count if state is not None else 0, _rodata_ranges(definition),
+        _body_ranges(definition))
 
 
 def _cconv_and_attrs(signature) -> tuple:
@@ -107,3 +111,11 @@ def _rodata_ranges(definition) -> tuple[tuple[int, int], ...] | None:
     if any(s.data_offset is None for s in segments):
         return None
     return tuple((s.data_offset, len(s.data)) for s in segments)
+
+
+def _body_ranges(definition) -> tuple[tuple[int, int], ...] | None:
+    base = getattr(definition, "bytecode_data_offset", None)
+    if base is None:
+        return None
+    return tuple((base + d.bytecode_offset, d.bytecode_length)
+                 for d in definition.function_descriptors)

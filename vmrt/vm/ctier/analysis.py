@@ -162,8 +162,7 @@ class FunctionAnalysis:
         self.ordinal = ordinal
         verified = module.verified[ordinal]
         self.arguments, self.results = verified.arguments, verified.results
-        state = module.definition.module_state
-        self.rw_size = state.global_bytes_capacity if state is not None else 0
+        self.rw_size = module.summary.global_bytes
         self.callees: set[int] = set()
 
     def blocks(self) -> list:

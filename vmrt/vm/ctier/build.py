@@ -3,8 +3,8 @@ compiler: vmrt.vm.ctier.toolchain) and caches the result.
 
 A build is named by two hashes. Its key covers all the code depends on: the module's
 content digest, the runtime header, vmrt's compile flags, the Python ABI, cffi's
-version and the vmrt runtime fingerprint (which covers the generator). Its toolchain
-covers how it was made: the compiler's identity (its path, size and mtime) and the
+version and vmrt's build id (code_cache.build_id: it covers the generator). Its
+toolchain covers how it was made: the compiler's identity (its path, size and mtime) and the
 environment the build reads (BUILD_ENVIRONMENT: CC, CFLAGS, LDFLAGS...). So a build
 made under other settings is never reused; without a compiler, a build of the key
 made by any toolchain is (a later process loads it without a compiler).
@@ -157,7 +157,7 @@ def build_key(module_digest: bytes) -> str:
     digest = hashlib.sha256(module_digest)
     for part in (HEADER.read_text(), " ".join(CFLAGS), sys.implementation.cache_tag,
                  EXTENSION_SUFFIX, _cffi_backend.__version__,
-                 (code_cache.runtime_fingerprint() or b"").hex()):
+                 code_cache.build_id().hex()):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()[:32]
 

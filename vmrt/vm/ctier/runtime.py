@@ -75,10 +75,8 @@ class CModule:
         """All the generated C depends on: the module's code (content_digest) and what
         else the generator reads (type names, global storage, rodata, the shapes)."""
         module = self.module
-        state = module.definition.module_state
         shapes = [(o, s.arguments, s.results) for o, s in sorted(self.shapes.items())]
-        described = repr(([t.name for t in module.type_defs],
-                          state.global_bytes_capacity if state is not None else 0,
+        described = repr(([t.name for t in module.type_defs], module.summary.global_bytes,
                           len(module.rodata), shapes))
         return module.content_digest + described.encode()
 
