@@ -147,6 +147,18 @@ class AssemblyError(VmrtError):
         return "\n".join(d.format() for d in self.diagnostics)
 
 
+class ScriptError(VmrtError):
+    """A script (vmrt.script) outside the compiled Python subset: the message starts
+    with `file:line:col:` and says what to write instead."""
+
+    default_code = StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, message: str, filename: str = "<script>", line: int = 0,
+                 column: int = 0, code: StatusCode | int | None = None):
+        super().__init__(f"{filename}:{line}:{column}: {message}", code)
+        self.filename, self.line, self.column = filename, line, column
+
+
 class DisassemblyError(VmrtError):
     """A module the disassembler cannot print (undefined block targets, cconvs it
     does not know)."""

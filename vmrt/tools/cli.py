@@ -38,6 +38,8 @@ SUBCOMMANDS = {
                               "cluster (vmrt.ray)."),
     "run": ("vmrt.tools.run", "Run one exported function, with iree-run-module's flags and "
                               "output."),
+    "script": ("vmrt.tools.script", "Compile a script in Python syntax (vmrt.script) into a "
+                                    ".vmfb module."),
     "test": ("vmrt.tools.test", "Run a module's test exports: `test_*` must succeed and "
                                 "`fail_*` must fail."),
     "stream": ("vmrt.tools.stream", "Partition stream programs (text form) into waves, "
