@@ -144,8 +144,15 @@ class CallCompiler(ExpressionCompiler):
         self.ins(node, f"{low} = vm.and.i32 {low}, {high}")
         self.out.check(low, StatusCode.OUT_OF_RANGE, "OverflowError: int() of a float that "
                        "is NaN, infinite or beyond 64 bits", self.at(node))
+        # vm.cast.f64.si64 rounds to nearest: truncate toward zero first.
+        down, up, negative = self.out.temp(FLOAT), self.out.temp(FLOAT), self.out.temp(BOOL)
+        self.ins(node, f"{down} = vm.floor.f64 {value.reg}")
+        self.ins(node, f"{up} = vm.ceil.f64 {value.reg}")
+        self.ins(node, f"{negative} = vm.cmp.lt.f64.o {value.reg}, "
+                       f"{self.out.constant('f64', 0.0)}")
+        self.ins(node, f"{down} = vm.select.f64 {negative} ? {up} : {down}")
         out = self.result(INT, dest)
-        self.ins(node, f"{out} = vm.cast.f64.si64 {value.reg}")
+        self.ins(node, f"{out} = vm.cast.f64.si64 {down}")
         return Value(INT, out)
 
     def builtin_float(self, node: ast.Call, dest):

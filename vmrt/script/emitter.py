@@ -93,8 +93,8 @@ class FunctionEmitter:
         """A register holding `value`, set once on entry (hoisted out of loops)."""
         key = (bank, repr(value))
         found = self.constants.get(key)
-        if found is None:
-            found = self.allocate(bank)
+        if found is None:  # fresh: a freed temporary is written after entry
+            found = self.allocate(bank, fresh=True)
             if bank == "f64":
                 text = f"{found} = vm.const.f64 {_float_text(value)}"
             else:
