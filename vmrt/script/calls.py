@@ -185,9 +185,9 @@ class CallCompiler(ExpressionCompiler):
     def extreme(self, node: ast.Call, dest, name: str) -> Value:
         """min/max of numbers as CPython picks: the first of equal values, and a
         later value only when it compares below (above) the one kept."""
-        if len(node.args) < 2:
-            raise self.fail(node, f"{name}() takes two or more numbers here")
         values = [self.expr(arg) for arg in node.args]
+        if len(values) < 2:
+            raise self.fail(node, f"{name}() takes two or more numbers here")
         for value in values:
             self.need(node, value, (INT, FLOAT, BOOL), name)
         kind = FLOAT if any(v.type == FLOAT for v in values) else INT

@@ -9,7 +9,7 @@ from vmrt.errors import ScriptError, StatusCode
 from vmrt.script.calls import CallCompiler, Tuple
 from vmrt.script.emitter import FunctionEmitter, Line
 from vmrt.script.expressions import Value
-from vmrt.script.refusals import refuse
+from vmrt.script.refusals import REFUSED, refuse
 from vmrt.script.types import BOOL, FLOAT, INT, Type, annotation_type, inner
 
 
@@ -84,6 +84,8 @@ class FunctionCompiler(CallCompiler):
         pass
 
     def stmt_Expr(self, node: ast.Expr):
+        if type(node.value).__name__ in REFUSED:
+            raise refuse(node.value, self.filename)
         if not isinstance(node.value, ast.Call):
             raise self.fail(node, "an expression statement must be a call (its value is "
                                   "not used)")
