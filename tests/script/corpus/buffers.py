@@ -43,9 +43,7 @@ def put(n: int, value: int) -> int:
 
 
 def grow(step: int) -> int:
-    total = 0
+    kept: list[int] = []
     while True:
         chunk = bytearray(step)
-        total += len(chunk)
-        keep = [0] * step
-        total += len(keep)
+        kept.append(len(chunk))
