@@ -43,6 +43,7 @@ class FunctionCompiler(CallCompiler):
                                             "returning a value", where), where)
             else:
                 self.out.emit("vm.return", where, terminator=True)
+        self.cover_arguments()
         results = ", ".join(t.vm or t.bank for t in self.results)
         return f"vm.func @{self.node.name}({header}) -> ({results}) {{", self.out.lines()
 
@@ -50,8 +51,10 @@ class FunctionCompiler(CallCompiler):
         """Declares the arguments as iree-as-module numbers them (one after another)
         while using them where they arrive (i64/f64 in aligned pairs)."""
         declared, next_i32, next_ref = [], 0, 0
+        self.argument_registers = []
         for arg, type_ in zip(self.node.args.args, self.params):
             register = self.out.allocate(type_.bank, fresh=True)
+            self.argument_registers.append(register)
             if type_.bank == "ref":
                 declared.append(f"%r{next_ref}: {type_.vm}")
                 next_ref += 1
@@ -70,6 +73,26 @@ class FunctionCompiler(CallCompiler):
             self.first_assigned[arg.arg] = arg.lineno
         self.out.release_temps()
         return ", ".join(declared)
+
+    def cover_arguments(self) -> None:
+        """A block no branch reaches, reading the last argument register of each
+        bank: the assembler (as iree-as-module) sizes the register file by what the
+        body names, and the runtime needs it to hold every argument."""
+        last = {}
+        for type_, value in zip(self.params, self.argument_registers):
+            last["ref" if type_.bank == "ref" else "i"] = (type_, value)
+        if not last:
+            return
+        label = self.out.new_label("arguments")
+        lines = [Line(label + ":", None)]
+        test = {"i32": "vm.cmp.nz.i32", "f32": "vm.cmp.nz.i32", "i64": "vm.cmp.nz.i64",
+                "f64": "vm.cmp.nan.f64", "ref": "vm.cmp.nz.ref"}
+        for type_, register in last.values():
+            flag = self.out.allocate("i32", fresh=True)
+            bank = "i32" if type_.bank == "f32" else type_.bank
+            lines.append(Line(f"{flag} = {test[bank]} {register}", self.at(self.node)))
+        lines.append(Line(f'vm.fail {flag}, "unreachable"', self.at(self.node)))
+        self.out.cold += lines
 
     # -- statements -------------------------------------------------------------------------
     def block(self, statements: list[ast.stmt]) -> None:
