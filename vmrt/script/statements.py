@@ -64,6 +64,9 @@ class FunctionCompiler(CallCompiler):
             else:
                 declared.append(f"%i{next_i32}: {type_.bank}")
                 next_i32 += 1
+        # Widened only once every argument has its register (they arrive together).
+        for arg, type_, register in zip(self.node.args.args, self.params,
+                                        self.argument_registers):
             value = Value(type_, register)
             if type_.inner:
                 wide = self.widen(arg, register, type_)
