@@ -20,6 +20,9 @@ def narrow(a: i32, b: f32) -> tuple[i32, f32]:
 
 def wide(a: int) -> tuple[int, float]:
     return narrow(a, 0.5)
+
+def first(a: int) -> int:
+    return narrow(a, 0.5)[0] + int(narrow(a, 0.5)[-1])
 """
 
 
@@ -29,6 +32,7 @@ def test_narrow_parameters_and_results_wrap_and_round(tier):
     assert module.narrow(2**31 - 1, 1.1) == (-2**31, as_f32(as_f32(1.1) * 2.0))
     assert module.narrow(-5, 0.25) == (-4, 0.5)
     assert module.wide(2**32 + 7) == (8, 1.0)  # the argument narrowed to i32 on the way
+    assert module.first(4) == 6
 
 
 def test_cli_compiles_a_script(tmp_path, capsys):

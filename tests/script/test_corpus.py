@@ -100,3 +100,24 @@ def test_iree_runtime_gives_cpython_results(name, function, args):
     module = rt.load_vm_flatbuffer(module_bytes(name), driver="local-sync")
     plain = [int(a) if isinstance(a, bool) else a for a in args]  # iree.runtime takes no bool
     assert normalized(getattr(module, function)(*plain)) == expected(name, function, args)
+
+
+def test_iree_run_module_gives_cpython_results(tmp_path):
+    import shutil
+    import subprocess
+
+    if shutil.which("iree-run-module") is None:
+        pytest.skip("needs iree-run-module")
+    for name, function, args in [("recursion", "fib", (20,)), ("floors", "int_floor", (-7, 2)),
+                                 ("floors", "float_floor", (-7.5, 2.0)),
+                                 ("buffers", "sieve", (2000,)), ("wrap", "factorial", (25,))]:
+        path = tmp_path / f"{name}.vmfb"
+        path.write_bytes(module_bytes(name))
+        done = subprocess.run(["iree-run-module", f"--module={path}", f"--function={function}",
+                               *[f"--input={a!r}" for a in args]],
+                              capture_output=True, text=True, timeout=60, check=True)
+        printed = [line.split("=", 1)[1] for line in done.stdout.splitlines()
+                   if line.startswith("result[")]
+        want = expected(name, function, args)
+        want = want if isinstance(want, tuple) else (want,)
+        assert [type(w)(p) for w, p in zip(want, printed)] == list(want)

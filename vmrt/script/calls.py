@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from vmrt.errors import StatusCode
-from vmrt.script.expressions import ExpressionCompiler, Value
+from vmrt.script.expressions import ExpressionCompiler, Value, literal_int
 from vmrt.script.types import (
     BOOL, BYTES, ELEMENT, FLOAT, INT, LIST_FLOAT, LIST_INT, LIST_OF, NONE, TUPLE, Type,
     inner,
@@ -298,6 +298,13 @@ class CallCompiler(ExpressionCompiler):
 
     def expr_Subscript(self, node: ast.Subscript, dest):
         container = self.expr(node.value)
+        if isinstance(container, Tuple):  # f()[k]: one of several results
+            position = literal_int(node.slice)
+            if position is None or not -len(container.values) <= position < \
+                    len(container.values):
+                raise self.fail(node.slice, f"a call's results are picked with a constant "
+                                            f"index below {len(container.values)}")
+            return container.values[position]
         return self.load_item(node, container, self.index(node, container), dest)
 
     def load_item(self, node: ast.AST, container: Value, where: str, dest) -> Value:

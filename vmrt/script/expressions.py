@@ -480,3 +480,13 @@ def _op_text(op: ast.AST) -> str:
 def _cmp_text(op: ast.AST) -> str:
     return {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"
             }.get(type(op), type(op).__name__)
+
+
+def literal_int(node: ast.expr) -> int | None:
+    """The value of an int literal (-1 included), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner_value = literal_int(node.operand)
+        return None if inner_value is None else -inner_value
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None

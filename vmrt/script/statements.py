@@ -8,7 +8,7 @@ import ast
 from vmrt.errors import ScriptError, StatusCode
 from vmrt.script.calls import CallCompiler, Tuple
 from vmrt.script.emitter import FunctionEmitter, Line
-from vmrt.script.expressions import Value
+from vmrt.script.expressions import Value, literal_int
 from vmrt.script.refusals import REFUSED, refuse
 from vmrt.script.types import BOOL, FLOAT, INT, Type, annotation_type, inner
 
@@ -334,7 +334,7 @@ class FunctionCompiler(CallCompiler):
         args = list(call.args)
         start = args.pop(0) if len(args) > 1 else ast.copy_location(ast.Constant(0), call)
         stop = args.pop(0)
-        step = _literal_int(args[0]) if args else 1
+        step = literal_int(args[0]) if args else 1
         if step == 0:
             raise self.fail(call, "range() step must not be zero")
         bounds = [self.loop_bound(n, node.body) for n in (start, stop)]
@@ -452,16 +452,6 @@ class FunctionCompiler(CallCompiler):
             self.out.emit(f"{variable.reg} = vm.sub.i64 {variable.reg}, {step.reg}",
                           self.at(node))
         self.out.place(done, self.at(node))
-
-
-def _literal_int(node: ast.expr) -> int | None:
-    """The value of an int literal (-1 included), else None."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner_value = _literal_int(node.operand)
-        return None if inner_value is None else -inner_value
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    return None
 
 
 def _assigns(statements: list[ast.stmt], name: str) -> bool:
