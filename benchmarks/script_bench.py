@@ -1,6 +1,6 @@
 """Benchmark: scripts (vmrt.script) beside the same algorithms written in MLIR and
-compiled by iree-compile, both run by vmrt's C tier; LuaJIT and wasmtime beside
-them when they are installed.
+compiled by iree-compile, both run by vmrt's C tier; wasmtime (the same algorithms
+in benchmarks/script_bench.wat, no fuel) and LuaJIT beside them when installed.
 
     python benchmarks/script_bench.py [--repeat N]
 
@@ -145,6 +145,20 @@ def luajit_time(name: str, args, repeat: int, out: Path) -> str:
     return f"{float(done.stdout) * 1e3:.1f} ms"
 
 
+def wasmtime_functions() -> dict:
+    """{name: callable} of benchmarks/script_bench.wat under wasmtime, or {}."""
+    try:
+        import wasmtime
+    except ImportError:
+        return {}
+    engine = wasmtime.Engine()
+    store = wasmtime.Store(engine)
+    module = wasmtime.Module(engine, (HERE / "script_bench.wat").read_text())
+    exports = wasmtime.Instance(store, module, []).exports(store)
+    return {name: (lambda f: lambda *a: f(store, *a))(exports[name])
+            for name, _ in CASES}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
@@ -152,12 +166,19 @@ def main() -> int:
     script_module = vmrt.load(vmrt.script.compile(SCRIPT, module="bench"), tier="c")
     with tempfile.TemporaryDirectory() as folder:
         mlir = mlir_modules(Path(folder))
-        print(f"{'algorithm':<38} {'script (C)':>12} {'MLIR (C)':>12} {'ratio':>6}  luajit")
+        wasm = wasmtime_functions()
+        print(f"{'algorithm':<38} {'script (C)':>12} {'MLIR (C)':>12} {'ratio':>6} "
+              f"{'wasmtime':>10}  luajit")
         notes = []
         for name, call_args in CASES:
             functions = [getattr(script_module, name)] + \
-                ([getattr(mlir[name], name)] if mlir else [])
+                ([getattr(mlir[name], name)] if mlir else []) + \
+                ([wasm[name]] if wasm else [])
             timed = race(functions, call_args, args.repeat)
+            wasm_text = f"{timed[-1][0] * 1e3:.1f} ms" if wasm else "n/a"
+            if wasm and timed[-1][1] != timed[0][1]:
+                notes.append(f"{name}: wasmtime's result {timed[-1][1]} differs from the "
+                             f"script's {timed[0][1]}")
             script_time, script_result = timed[0]
             if mlir:
                 mlir_time, mlir_result = timed[1]
@@ -169,12 +190,12 @@ def main() -> int:
             else:
                 mlir_text, ratio = "no iree-compile", "-"
             label = f"{name}{call_args}"
-            print(f"{label:<38} {script_time * 1e3:>9.1f} ms {mlir_text:>12} {ratio:>6}  "
-                  f"{luajit_time(name, call_args, args.repeat, Path(folder))}")
+            print(f"{label:<38} {script_time * 1e3:>9.1f} ms {mlir_text:>12} {ratio:>6} "
+                  f"{wasm_text:>10}  {luajit_time(name, call_args, args.repeat, Path(folder))}")
         for note in notes:
             print(note)
-    print("wasmtime: not run (no WebAssembly build of these algorithms in this "
-          "benchmark)")
+    if not wasm:
+        print("wasmtime: not installed (pip install wasmtime; script_bench.wat)")
     return 0
 
 

@@ -1,0 +1,58 @@
+;; The algorithms of benchmarks/script_bench.py in WebAssembly text, for wasmtime.
+(module
+  (func $xorshift (export "xorshift") (param $x i64) (param $n i64) (result i64)
+    (local $i i64) (local $total i64)
+    (block $done
+      (loop $next
+        (br_if $done (i64.ge_s (local.get $i) (local.get $n)))
+        (local.set $x (i64.xor (local.get $x) (i64.shl (local.get $x) (i64.const 13))))
+        (local.set $x (i64.xor (local.get $x) (i64.shr_s (local.get $x) (i64.const 7))))
+        (local.set $x (i64.xor (local.get $x) (i64.shl (local.get $x) (i64.const 17))))
+        (local.set $total (i64.add (local.get $total) (local.get $x)))
+        (local.set $i (i64.add (local.get $i) (i64.const 1)))
+        (br $next)))
+    (local.get $total))
+  (func $fib (export "fib") (param $n i64) (result i64)
+    (if (result i64) (i64.lt_s (local.get $n) (i64.const 2))
+      (then (local.get $n))
+      (else (i64.add (call $fib (i64.sub (local.get $n) (i64.const 1)))
+                     (call $fib (i64.sub (local.get $n) (i64.const 2)))))))
+  (func $mandelbrot (export "mandelbrot") (param $size i64) (param $limit i64) (result i64)
+    (local $py i64) (local $px i64) (local $n i64) (local $inside i64)
+    (local $ci f64) (local $cr f64) (local $zr f64) (local $zi f64) (local $t f64)
+    (block $rows_done
+      (loop $rows
+        (br_if $rows_done (i64.ge_s (local.get $py) (local.get $size)))
+        (local.set $ci (f64.sub (f64.div (f64.mul (f64.const 2) (f64.convert_i64_s (local.get $py)))
+                                         (f64.convert_i64_s (local.get $size))) (f64.const 1)))
+        (local.set $px (i64.const 0))
+        (block $cols_done
+          (loop $cols
+            (br_if $cols_done (i64.ge_s (local.get $px) (local.get $size)))
+            (local.set $cr (f64.sub (f64.div (f64.mul (f64.const 3)
+                                                      (f64.convert_i64_s (local.get $px)))
+                                             (f64.convert_i64_s (local.get $size)))
+                                    (f64.const 2)))
+            (local.set $zr (f64.const 0)) (local.set $zi (f64.const 0))
+            (local.set $n (i64.const 0))
+            (block $escaped
+              (loop $iterate
+                (br_if $escaped (i64.ge_s (local.get $n) (local.get $limit)))
+                (br_if $escaped (f64.gt (f64.add (f64.mul (local.get $zr) (local.get $zr))
+                                                 (f64.mul (local.get $zi) (local.get $zi)))
+                                        (f64.const 4)))
+                (local.set $t (f64.add (f64.sub (f64.mul (local.get $zr) (local.get $zr))
+                                                (f64.mul (local.get $zi) (local.get $zi)))
+                                       (local.get $cr)))
+                (local.set $zi (f64.add (f64.mul (f64.mul (f64.const 2) (local.get $zr))
+                                                 (local.get $zi)) (local.get $ci)))
+                (local.set $zr (local.get $t))
+                (local.set $n (i64.add (local.get $n) (i64.const 1)))
+                (br $iterate)))
+            (if (i64.eq (local.get $n) (local.get $limit))
+              (then (local.set $inside (i64.add (local.get $inside) (i64.const 1)))))
+            (local.set $px (i64.add (local.get $px) (i64.const 1)))
+            (br $cols)))
+        (local.set $py (i64.add (local.get $py) (i64.const 1)))
+        (br $rows)))
+    (local.get $inside)))
