@@ -91,3 +91,13 @@ def test_iree_runtime_sees_the_trap():
     module = rt.load_vm_flatbuffer(module_bytes("floors"), driver="local-sync")
     with pytest.raises(ValueError, match="ZeroDivisionError"):
         module.int_floor(1, 0)
+
+
+def test_variable_read_before_its_assignment_reads_zero(tier):
+    """CPython raises UnboundLocalError; the module reads 0 (an empty list traps on use)."""
+    source = ("def f(c: bool) -> int:\n    if c:\n        x = 5\n    return x\n\n"
+              "def g(c: bool) -> int:\n    if c:\n        xs = [1, 2]\n    return len(xs)\n")
+    module = vmrt.load(vmrt.script.compile(source, filename="u.py"), tier=tier)
+    assert (module.f(True), module.f(False), module.g(True)) == (5, 0, 2)
+    with pytest.raises(vmrt.VMError):
+        module.g(False)

@@ -49,6 +49,8 @@ class FunctionEmitter:
     labels: int = 0
     terminated: bool = False
     referenced: set = field(default_factory=set)  # labels some branch names
+    recycled: set = field(default_factory=set)  # registers handed out more than once
+    locals: list = field(default_factory=list)  # (bank, register) of variables
 
     # -- registers -------------------------------------------------------------------
     def allocate(self, bank: str, *, fresh: bool = False) -> str:
@@ -56,12 +58,14 @@ class FunctionEmitter:
         if bank == "ref":
             pool = self.free["ref"]
             if pool and not fresh:
+                self.recycled.add(register_name(bank, pool[-1]))
                 return register_name(bank, pool.pop())
             self.next_ref += 1
             return register_name(bank, self.next_ref - 1)
         size = _SIZES[bank]
         pool = self.free[size]
         if pool and not fresh:
+            self.recycled.add(register_name(bank, pool[-1]))
             return register_name(bank, pool.pop())
         if size == 2 and self.next_i32 % 2:
             self.free[1].append(self.next_i32)
@@ -80,14 +84,21 @@ class FunctionEmitter:
             self.free["ref" if bank == "ref" else _SIZES[bank]].append(index)
         self.temps.clear()
 
-    def adopt(self, register: str) -> bool:
-        """Keeps temporary `register` for good (it becomes a variable's); False when
-        it is no temporary of the current statement."""
+    def variable(self, bank: str, register: str | None = None) -> str:
+        """A register for a variable, zero from the function's entry until assigned
+        (a variable read before its assignment reads 0, or an empty ref): `register`
+        when it is a temporary of this statement no other value used before, else a
+        fresh one."""
         for position, (_, held) in enumerate(self.temps):
-            if held == register:
+            if held == register and register not in self.recycled:
                 del self.temps[position]
-                return True
-        return False
+                break
+        else:
+            register = self.allocate(bank, fresh=True)
+        zero = "vm.const.ref.zero" if bank == "ref" else f"vm.const.{bank}.zero"
+        self.prologue.append(Line(f"{register} = {zero}", self.location))
+        self.locals.append((bank, register))
+        return register
 
     def constant(self, bank: str, value) -> str:
         """A register holding `value`, set once on entry (hoisted out of loops)."""

@@ -139,7 +139,7 @@ class FunctionCompiler(CallCompiler):
             raise self.conflict(node.target, existing.type, declared)
         if existing is None:
             self.check_assignable(node.target)
-            existing = Value(declared, self.out.allocate(declared.bank))
+            existing = Value(declared, self.out.variable(declared.bank))
             self.names[name] = existing
             self.first_assigned[name] = node.lineno
         if node.value is None:
@@ -194,10 +194,9 @@ class FunctionCompiler(CallCompiler):
         existing = self.names.get(target.id)
         if existing is None:
             self.check_assignable(target)
-            if not self.out.adopt(value.reg):
-                register = self.out.allocate(value.type.bank)
-                self.move(target, register, value)
-                value = Value(value.type, register)
+            register = self.out.variable(value.type.bank, value.reg)
+            self.move(target, register, value)
+            value = Value(value.type, register)
             self.names[target.id] = Value(value.type, value.reg)
             self.first_assigned[target.id] = target.lineno
             return None
@@ -365,7 +364,7 @@ class FunctionCompiler(CallCompiler):
                 raise self.conflict(target, existing.type, INT)
             return existing
         self.check_assignable(target)
-        value = Value(INT, self.out.allocate("i64"))
+        value = Value(INT, self.out.variable("i64"))
         self.names[target.id] = value
         self.first_assigned[target.id] = target.lineno
         return value
