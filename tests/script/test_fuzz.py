@@ -91,3 +91,82 @@ def test_generated_expressions_give_cpython_results(expression, a, b, x):
     else:
         assert got == expected and type(got) is type(int(expected) if type_ == "bool"
                                                       else expected)
+
+
+NAMES = ["v0", "v1", "v2", "v3"]
+
+
+@st.composite
+def small_expressions(draw, depth=2):
+    """Int expressions over v0..v3 whose values stay far below 2**63 (the
+    variables are kept below 10**6 and multiplied by constants up to 100 only)."""
+    if depth == 0 or draw(st.integers(0, 2)) == 0:
+        if draw(st.booleans()):
+            return draw(st.sampled_from(NAMES))
+        return str(draw(st.integers(-50, 50)))
+    left = draw(small_expressions(depth - 1))
+    right = draw(small_expressions(depth - 1))
+    op = draw(st.sampled_from(["+", "-", "//", "%", "&", "|", "^", "*"]))
+    if op == "*":
+        right = str(draw(st.integers(-100, 100)))
+    return f"({left} {op} {right})"
+
+
+@st.composite
+def statements(draw, depth=2, indent="    ", loop=False):
+    lines = []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["assign", "assign", "aug", "if", "for", "while", "jump"]
+                                    if depth else ["assign", "aug"]))
+        name = draw(st.sampled_from(NAMES))
+        if kind == "assign":
+            lines.append(f"{indent}{name} = {draw(small_expressions())} % 1000003")
+        elif kind == "aug":
+            op = draw(st.sampled_from(["+=", "-=", "^=", "|=", "//=", "%="]))
+            lines.append(f"{indent}{name} {op} {draw(small_expressions(1))}")
+            lines.append(f"{indent}{name} %= 1000003")
+        elif kind == "if":
+            cmp = draw(st.sampled_from(["<", "<=", "==", "!=", ">", ">="]))
+            lines.append(f"{indent}if {draw(small_expressions(1))} {cmp} "
+                         f"{draw(small_expressions(1))}:")
+            lines.append(draw(statements(depth - 1, indent + "    ", loop)))
+            if draw(st.booleans()):
+                lines.append(f"{indent}else:")
+                lines.append(draw(statements(depth - 1, indent + "    ", loop)))
+        elif kind == "for":
+            start, stop = draw(st.integers(-5, 5)), draw(st.integers(-5, 8))
+            step = draw(st.sampled_from([1, 1, 2, -1, -3]))
+            counter = f"i{depth}"
+            lines.append(f"{indent}for {counter} in range({start}, {stop}, {step}):")
+            lines.append(f"{indent}    {name} = ({name} + {counter}) % 1000003")
+            lines.append(draw(statements(depth - 1, indent + "    ", True)))
+        elif kind == "while":
+            counter = f"w{depth}"
+            lines.append(f"{indent}{counter} = {draw(st.integers(0, 6))}")
+            lines.append(f"{indent}while {counter} > 0:")
+            lines.append(f"{indent}    {counter} -= 1")
+            lines.append(draw(statements(depth - 1, indent + "    ", True)))
+        elif loop:
+            lines.append(f"{indent}if {name} % 3 == 0:")
+            lines.append(f"{indent}    {draw(st.sampled_from(['break', 'continue']))}")
+    return "\n".join(lines or [f"{indent}pass"])
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(body=statements(), args=st.lists(st.integers(-1000, 1000), min_size=4, max_size=4))
+def test_generated_programs_give_cpython_results(body, args):
+    source = (f"def f(v0: int, v1: int, v2: int, v3: int) -> tuple[int, int, int, int]:\n"
+              f"{body}\n    return v0, v1, v2, v3\n")
+    namespace: dict = {}
+    exec(source, namespace)
+    try:
+        expected = namespace["f"](*args)
+    except ZeroDivisionError:
+        expected = None
+    module = vmrt.load(vmrt.script.compile(source), tier="python")
+    if expected is None:
+        with pytest.raises(vmrt.VMError, match="ZeroDivisionError"):
+            module.f(*args)
+    else:
+        assert module.f(*args) == expected, source
