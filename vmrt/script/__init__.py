@@ -19,19 +19,22 @@ The subset (see README, "Scripts in Python syntax"):
 * if/elif/else, while, for NAME in range(...), break, continue, pass, return (several
   values too), assert, and/or/not (short-circuit), chained comparisons, if-expressions,
   + - * / // % ** << >> & | ^ ~ with Python's results (// and % floor, / gives a
-  float), augmented assignment, calls (recursion too), int(), float(), bool(), abs(),
-  min(), max(), len(), bytearray(n), [v] * n, [a, b, c], xs.append(v), xs[i].
+  float), augmented assignment, calls (recursion too; `f()[k]` picks one of several
+  results), int(), float(), bool(), abs(), min(), max(), len(), bytearray(n),
+  [v] * n, [a, b, c], xs.append(v), xs[i]; module-level number constants (N = 10);
+  `if __name__ == "__main__":` blocks are left to CPython.
 * Python's errors become traps with Python's message: division or modulo by zero, a
   negative shift count or int exponent, an index out of range (negative indexes count
   from the end), a byte outside range(256), int() of NaN, an infinity or a float beyond
   64 bits.
 * differences from CPython: ints wrap at 64 bits (CPython's grow); shifts by 64 or more
   give 0 (<<) or the sign (>>); an int beside a float converts to the nearest float;
-  a variable read before any assignment reads 0; float ** follows C's pow.
+  a variable read before any assignment reads 0 (a list or bytearray: an empty ref,
+  trapping on use); float ** follows C's pow (CPython raises for 0.0 ** -1 and gives
+  complex numbers for negative bases); the `range` of a for loop is its only iterable.
 """
 
 from __future__ import annotations
-
 
 #: Annotations for narrow parameters and results (a host's i32/f32 boundary); in
 #: CPython they are int and float, so scripts run there unchanged.
