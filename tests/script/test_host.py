@@ -79,3 +79,45 @@ def test_host_argument_types_are_checked():
     source = "import host\n\ndef f() -> int:\n    return host.scale(1.5)\n"
     with pytest.raises(ScriptError, match="expected int, got float"):
         vmrt.script.compile(source, imports=[Host])
+
+
+def test_iree_runtime_runs_the_script_with_the_same_host():
+    """The module's imports are plain VM imports: iree.runtime satisfies them with
+    its own Python module interface (rt.PyModuleInterface)."""
+    rt = pytest.importorskip("iree.runtime")
+    records: list = []
+    host = cpython_host(records)
+
+    class Methods:
+        def __init__(self, iface):
+            pass
+
+        def scale(self, value):
+            return host.scale(value)
+
+        def record(self, value):
+            host.record(value)
+
+        def checksum(self, data):
+            raise NotImplementedError  # refs: not called by these cases
+
+        def half(self, value):
+            return host.half(value)
+
+    iface = rt.PyModuleInterface("host", Methods)
+    for name, cconv in (("scale", "0I_I"), ("record", "0I_v"), ("checksum", "0r_I"),
+                        ("half", "0f_f")):
+        iface.export(name, cconv, getattr(Methods, name))
+    instance = rt.VmInstance()
+    data = vmrt.script.compile(corpus_source("host"), module="app", imports=[Host],
+                               filename="host.py")
+    module = rt.VmModule.copy_buffer(instance, data)
+    context = rt.VmContext(instance, modules=[iface.create(), module])
+    namespace = cpython_namespace(corpus_source("host"), {"host": cpython_host([])})
+    for function, args in (("scaled_sum", (100,)), ("log_values", (5,))):
+        inputs, outputs = rt.VmVariantList(1), rt.VmVariantList(1)
+        for value in args:
+            inputs.push_int(value)
+        context.invoke(module.lookup_function(function), inputs, outputs)
+        assert outputs.get_variant(0) == namespace[function](*args)
+    assert records == [0, 1, 4, 9, 16]
