@@ -52,8 +52,8 @@ LIST_OF = {INT: LIST_INT, FLOAT: LIST_FLOAT}
 
 
 def annotation_type(node: ast.expr | None) -> Type | None:
-    """The Type an annotation names (None for `None`); KeyError-free: returns
-    False when the annotation is not one of the script types."""
+    """The Type an annotation names: None for `None`, False when it names no
+    script type (callers turn that into an error at the annotation)."""
     if node is None or (isinstance(node, ast.Constant) and node.value is None):
         return None
     text = ast.unparse(node).replace(" ", "")
