@@ -381,19 +381,6 @@ class TaskDevice(Device):
         if not inline:
             work = carry_guard(work)  # the submitting call's limits go with its work
 
-        def finish(error):
-            try:
-                if signal is not None:
-                    if error is None:
-                        signal.signal()
-                    else:
-                        signal.fail(error)
-            finally:
-                with self._lock:
-                    self._pending -= 1
-                    if not self._pending:
-                        self._idle.notify_all()
-
         def run():
             nonlocal work
             error = interrupt = None
@@ -407,7 +394,7 @@ class TaskDevice(Device):
                 else:
                     release_frames(exc, keep_traceback=False)
             work = None  # what the work held goes before its fence wakes anyone
-            finish(error)
+            self._finish(signal, error)
             if interrupt is not None:
                 try:
                     raise interrupt
@@ -415,10 +402,8 @@ class TaskDevice(Device):
                     interrupt = None
 
         def ready(error):
-            if error is not None:
-                finish(error)
-            elif work is None:
-                finish(None)
+            if error is not None or work is None:
+                self._finish(signal, error)
             else:
                 self._issuer.submit(run)
 
@@ -428,6 +413,21 @@ class TaskDevice(Device):
             ready(None)
         else:
             wait.on_reached(ready)
+
+    def _finish(self, signal: Fence | None, error) -> None:
+        """A submission's end: `signal` signalled (or failed with `error`), and one
+        operation fewer in flight."""
+        try:
+            if signal is not None:
+                if error is None:
+                    signal.signal()
+                else:
+                    signal.fail(error)
+        finally:
+            with self._lock:
+                self._pending -= 1
+                if not self._pending:
+                    self._idle.notify_all()
 
     def _run_dispatches(self, dispatches) -> None:
         """Splits every dispatch of a region into one chunk of workgroups per
