@@ -1,5 +1,5 @@
 """The layering of vmrt (README: "Layers import only the layers above them:
-errors, isa, format, vm, native, asm, hal, io, modules, stream, script, tools").
+errors, isa, format, vm, native, asm, hal, io, modules, stream, script, compiler, tools").
 
 Every import statement of vmrt/ counts, at module level and inside functions
 (a lazy import still couples the files); only `if TYPE_CHECKING:` blocks, which
@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "vmrt"
 LAYERS = ["errors", "elements", "isa", "format", "vm", "native", "asm", "hal", "io", "modules",
-          "stream", "script", "tools"]
+          "stream", "script", "compiler", "tools"]
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)

@@ -11,7 +11,7 @@ from vmrt.errors import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from vmrt import io as io
-    from vmrt.api import LoadedModule as LoadedModule, load as load
+    from vmrt.api import LoadedModule as LoadedModule, compile as compile, load as load
     from vmrt.modules.hal import HalModule as HalModule
     from vmrt.modules.io_parameters import IoParametersModule as IoParametersModule
     from vmrt.native import NativeModule as NativeModule, export as export
@@ -31,8 +31,8 @@ __all__ = [
     "DeadlineExceeded", "DepthExceeded", "FuelExhausted", "Function", "HalModule", "Instance",
     "InvalidLimit", "Invocation", "IoParametersModule", "LimitExceeded", "Limits", "LoadedModule",
     "MemoryLimitExceeded", "Module", "ModuleFormatError", "NativeModule", "Signal",
-    "StatusCode", "VMBuffer", "VMError", "VMList", "VerificationError", "VmrtError", "export",
-    "load", "load_module",
+    "StatusCode", "VMBuffer", "VMError", "VMList", "VerificationError", "VmrtError", "compile",
+    "export", "load", "load_module",
 ]
 
 #: Public names -> the module defining them. They load on first use, so that
@@ -48,7 +48,7 @@ _LAZY = {
     "load_module": "vmrt.vm.module",
     # Kept out of the core: load() pulls in the assembler, debug the hooks, the
     # native modules the HAL and numpy.
-    "load": "vmrt.api", "LoadedModule": "vmrt.api",
+    "load": "vmrt.api", "LoadedModule": "vmrt.api", "compile": "vmrt.api",
     "HalModule": "vmrt.modules.hal", "IoParametersModule": "vmrt.modules.io_parameters",
 }
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from vmrt.vm.limits import Limits, Meter
     from vmrt.vm.module import BytecodeModule, Module
 
-__all__ = ["LoadedModule", "ModuleSource", "load"]
+__all__ = ["LoadedModule", "ModuleSource", "NamedFunction", "compile", "load"]
 
 #: What vmrt.load reads a module from: a path (.vmfb or .vmasm), vmasm text, or the
 #: bytes of a module (or of vmasm text).
@@ -52,10 +52,9 @@ def _check_not_source(head: bytes, name: str, path: bool = True) -> None:
         if error.start < len(head) - 3:  # (not just a character cut at the 4 KiB mark)
             return
     source, output = (name, Path(name).with_suffix(".vmfb")) if path else ("IN.mlir", "OUT.vmfb")
-    raise VmrtError(f"{name} is text, not a compiled module: compile MLIR first (`iree-compile "
-                    "--iree-hal-target-device=local --iree-hal-local-target-device-backends="
-                    f"vmvx {source} -o {output}`); vmasm text needs a `vm.module`",
-                    StatusCode.INVALID_ARGUMENT)
+    raise VmrtError(f"{name} is text, not a compiled module: compile MLIR first (`vmrt "
+                    f"compile {source} -o {output}`, or vmrt.load of a file named .mlir); "
+                    "vmasm text needs a `vm.module`", StatusCode.INVALID_ARGUMENT)
 
 
 def module_from(source: ModuleSource) -> BytecodeModule:
@@ -81,7 +80,8 @@ def module_from(source: ModuleSource) -> BytecodeModule:
 def module_from_file(path: Path) -> BytecodeModule:
     """The module of a file: vmasm text is read and assembled; a module file is mapped
     read-only (its pages stay shared with the page cache: weights are never copied);
-    other text (MLIR) fails saying to compile it. vmrt.load and `vmrt run` load files
+    other text fails saying to compile it (vmrt.load compiles .onnx and .mlir files before
+    they get here: vmrt.compiler). vmrt.load and `vmrt run` load files
     with this."""
     from vmrt.vm.module import load_module
     try:
@@ -115,10 +115,12 @@ class LoadedModule:
     """A module registered in its own context; its exports are attributes."""
 
     def __init__(self, context: Context, module: BytecodeModule,
-                 owned_devices: Iterable[Device] = ()):
+                 owned_devices: Iterable[Device] = (), signatures: dict | None = None):
         self.context = context
         self.module = module
         self._functions: dict[str, Function] = {}
+        # What a compiled source named of an export's values: {name: (inputs, outputs)}.
+        self._signatures = signatures or {}
         # Devices vmrt.load created for the hal module it supplied: closed with it.
         self._owned_devices = list(owned_devices)
 
@@ -138,7 +140,10 @@ class LoadedModule:
         if fn is None:
             if self.context._closed:
                 raise VmrtError(f"module '{self.name}' was closed", StatusCode.FAILED_PRECONDITION)
-            fn = self._functions[name] = self.context.function(self.name, name)
+            fn = self.context.function(self.name, name)
+            if name in self._signatures:
+                fn = NamedFunction(fn, *self._signatures[name])  # type: ignore[assignment]
+            self._functions[name] = fn
         return fn
 
     def __getattr__(self, name: str) -> Function:
@@ -165,6 +170,48 @@ class LoadedModule:
     def __repr__(self) -> str:
         state = " (closed)" if self.context._closed else ""
         return f"<vmrt module {self.name} exports={self.exports}{state}>"
+
+
+class NamedFunction:
+    """An export of a compiled model, callable with its inputs by name as well as by
+    position (as onnxruntime's feeds): `fn(x)` or `fn(input=x)`; `inputs` and `outputs`
+    are what the source named (vmrt.vm.declaration.ValueInfo). Other attributes are
+    the vmrt.Function's."""
+
+    def __init__(self, function: Function, inputs: list, outputs: list):
+        self.function = function
+        self.inputs = inputs
+        self.outputs = outputs
+
+    def __call__(self, *args: Any, **named: Any) -> Any:
+        if named:
+            args = self._arranged(args, named)
+        return self.function(*args)
+
+    def _arranged(self, args: tuple, named: dict) -> tuple:
+        names = [value.name for value in self.inputs]
+        unknown = sorted(set(named) - set(names))
+        if unknown:
+            raise VmrtError(f"{self.function.name}() has no input named {unknown[0]!r} "
+                            f"(its inputs: {', '.join(names)})", StatusCode.INVALID_ARGUMENT)
+        given = list(args) + [None] * (len(names) - len(args))
+        for name, value in named.items():
+            index = names.index(name)
+            if index < len(args):
+                raise VmrtError(f"input {name!r} given by position and by name",
+                                StatusCode.INVALID_ARGUMENT)
+            given[index] = value
+        missing = [n for n, v in zip(names, given) if v is None]
+        if missing:
+            raise VmrtError(f"{self.function.name}() is missing input {missing[0]!r}",
+                            StatusCode.INVALID_ARGUMENT)
+        return tuple(given)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.function, name)
+
+    def __repr__(self) -> str:
+        return repr(self.function)
 
 
 def _close_devices(devices: list[Device]) -> None:
@@ -197,6 +244,7 @@ def load(source: ModuleSource, *, modules: Iterable[Module] = (),
         raise TypeError(f"vmrt.load() was given device={device!r} and driver={driver!r}: "
                         "driver is iree.runtime's name for device; give one")
     device = device if device is not None else driver or "local-sync"
+    source, parameters, signatures = _compiled(source, parameters)
     module = module_from(source)
     given = list(modules)
     if parameters is not None:  # archives open now: a missing one fails whatever imports
@@ -216,4 +264,51 @@ def load(source: ModuleSource, *, modules: Iterable[Module] = (),
     except BaseException:
         _close_devices(owned)
         raise
-    return LoadedModule(context, module, owned)
+    return LoadedModule(context, module, owned, signatures)
+
+
+def _compiled(source: Any, parameters: Any) -> tuple[Any, Any, dict]:
+    """(module source, parameters, signatures) for load: an .onnx or .mlir path is
+    compiled (or found in the compile cache), a vmrt.compile result brings its own
+    archive and names; anything else passes as it is."""
+    import sys
+    compiler = sys.modules.get("vmrt.compiler")  # (a CompiledModule exists only if loaded)
+    if compiler is not None and isinstance(source, compiler.CompiledModule):
+        made = source.build
+    elif isinstance(source, (str, os.PathLike)) and not _is_vmasm_text(str(source)) \
+            and Path(source).suffix.lower() in (".onnx", ".mlir", ".mlirbc"):
+        from vmrt.compiler import build
+        made = build(source, load=_checking_load)
+        source = made.vmfb
+    else:
+        return source, parameters, {}
+    if parameters is None and made.irpa is not None:
+        parameters = {made.record["parameter_scope"]: made.irpa}
+    return source, parameters, {made.function: (made.inputs, made.outputs)}
+
+
+def _checking_load(vmfb: bytes) -> LoadedModule:
+    """How vmrt.compile loads candidate builds to check and time them."""
+    return load(vmfb, device="local-task")
+
+
+def compile(source: Any, *, example_args: Any = None, target: str = "host",
+            tune: bool = False, parameters: str | None = None, flags: Iterable[str] = (),
+            progress: Callable[[str], None] | None = None) -> Any:
+    """Compiles a model for this machine: `source` is a path to an .onnx or .mlir
+    (StableHLO, linalg, torch) file, a torch.nn.Module or a JAX function (both with
+    `example_args`). Returns a vmrt.compiler.CompiledModule: the module's bytes
+    (vmrt.load takes it; .save(path) writes it), with its inputs, outputs and flags.
+
+    `target`: host (this CPU), generic or vmvx. Builds with flags beyond the default
+    (the host's fast set; `flags`, the caller's own) are checked against the default
+    build on `example_args` (else random inputs): one whose outputs differ is not
+    used (a vmrt.compiler.CompileWarning says so). `tune=True` builds several flag
+    sets and keeps the fastest correct one. `parameters="external"` puts the large
+    weights in an .irpa beside the module. Builds are kept in vmrt's cache
+    (VMRT_CACHE_DIR). Needs the `vmrt[compile]` extra."""
+    from vmrt.compiler import CompiledModule, build
+    made = build(source, example_args=example_args, target=target, tune=tune,
+                 parameters=parameters, flags=tuple(flags), load=_checking_load,
+                 progress=progress or (lambda step: None))
+    return CompiledModule.of(made)
