@@ -86,14 +86,23 @@ def test_vmasm_from_stdin():
     assert (result.returncode, result.stdout) == (0, "EXEC @sum\nresult[0]: i32=36\n")
 
 
-def test_mlir_says_compile_it_first(tmp_path):
+def test_mlir_is_compiled_and_run(tmp_path, monkeypatch):
+    pytest.importorskip("iree.compiler")
+    monkeypatch.setenv("VMRT_CACHE_DIR", str(tmp_path / "cache"))
     mlir = REPO / "examples" / "mlp.mlir"
-    code, _, err = vmrt_run(f"--module={mlir}")
+    compiled = vmrt_run(f"--module={mlir}", "--input=1x4xf32=1 0.5 -0.5 2")
+    assert compiled == vmrt_run(f"--module={MLP}", "--input=1x4xf32=1 0.5 -0.5 2")
+    assert compiled[0] == 0 and compiled[1].startswith("EXEC @predict\n")
+
+
+def test_mlir_text_under_another_name_says_compile_it_first(tmp_path):
+    text = tmp_path / "model.txt"
+    text.write_bytes((REPO / "examples" / "mlp.mlir").read_bytes())
+    code, _, err = vmrt_run(f"--module={text}")
     line = one_error_line(err)
     assert code == 1 and "FlatBuffer" not in line
-    assert f"{mlir} is text, not a compiled module: compile MLIR first (`iree-compile " in line
-    assert f"{mlir} -o {mlir.with_suffix('.vmfb')}`" in line
-    for source in (mlir, mlir.read_bytes()):
+    assert f"{text} is text, not a compiled module: compile MLIR first (`vmrt compile " in line
+    for source in (text, text.read_bytes()):
         with pytest.raises(vmrt.VmrtError, match="compile MLIR first") as error:
             vmrt.load(source)
         assert error.value.code == vmrt.StatusCode.INVALID_ARGUMENT

@@ -26,6 +26,8 @@ SUBCOMMANDS = {
                               "does)."),
     "check": ("vmrt.tools.check", "Run every export of a module as a test against the "
                                   "`check` module (iree-check-module)."),
+    "compile": ("vmrt.tools.compile", "Compile a model (.onnx, or .mlir: StableHLO, linalg, "
+                                      "torch) into a .vmfb for this machine."),
     "disasm": ("vmrt.tools.disasm", "Print a module as vmasm (the format of "
                                     "iree-dump-module --output=disassembly)."),
     "dump": ("vmrt.tools.dump", "Print a module's metadata, disassembly or FlatBuffer (as "

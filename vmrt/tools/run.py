@@ -4,7 +4,8 @@
              [--output=SPEC ...] [--expected_output=V ...]
 
 Modules are registered in flag order (dependencies first; a `--module` is read as
-vmrt.load reads it: a .vmfb, or vmasm text, which is assembled); `--function` names
+vmrt.load reads it: a .vmfb, vmasm text, which is assembled, or an .onnx or .mlir
+model, compiled for this machine or found in the compile cache); `--function` names
 an export of the last module (or `module.function` of any registered module;
 with one non-internal export it may be left out). Inputs are parsed by the
 function's signature (`--input=5`, `--input=-1.5`, `--input=(null)`) and
@@ -132,6 +133,8 @@ def _load(spec: str):
             raise file_error(error, f"failed to open file '{path}'",
                              StatusCode.NOT_FOUND).annotate(
                 f"loading bytecode module at '{path}'") from None
+    if data is None and Path(path).suffix.lower() in (".onnx", ".mlir", ".mlirbc"):
+        return _compiled(path)
     try:
         if data is None and path.endswith(".vmfb"):
             # (mapped by load_module, as module_from_file would: vmrt.api is imported
@@ -141,6 +144,17 @@ def _load(spec: str):
         return (module_from(data) if data is not None else module_from_file(Path(path))), path
     except VmrtError as error:
         raise error.annotate(f"loading bytecode module at '{path}'")
+
+
+def _compiled(path: str):
+    """The module of an .onnx or .mlir file, compiled for this machine (or found in the
+    compile cache: vmrt.compiler), and the build (its entry, its .irpa)."""
+    from vmrt.tools.compile import build_with_progress
+    try:
+        made = build_with_progress(Path(path), None)
+    except VmrtError as error:
+        raise error.annotate(f"compiling '{path}'")
+    return load_module(made.vmfb), made
 
 
 def device_from_flags(devices) -> str:
@@ -447,8 +461,16 @@ def run(args) -> int:
                         "file or --module=- to load from stdin", StatusCode.INVALID_ARGUMENT)
     loaded = [_load(spec) for spec in args.module]
     modules = [module for module, _ in loaded]
+    builds = [made for _, made in loaded if not isinstance(made, str)]
+    paths = [made if isinstance(made, str) else str(made.vmfb) for _, made in loaded]
+    for made in builds:  # (a compiled model: its archive, and its entry by default)
+        if made.irpa is not None:
+            args.parameters = [f"{made.record['parameter_scope']}={made.irpa}",
+                               *args.parameters]
+    if builds and not args.function and isinstance(loaded[-1][1], type(builds[0])):
+        args.function = loaded[-1][1].function
     device = device_from_flags(args.device)
-    natives = native_modules_for(modules, [path for _, path in loaded], device,
+    natives = native_modules_for(modules, paths, device,
                                  load_parameters(args.parameters, args.parameter_mode),
                                  native_under_limits=args.native_under_limits)
     hal = next((n for n in natives if n.name == "hal"), None)
