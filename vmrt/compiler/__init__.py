@@ -66,3 +66,5 @@ class CompiledModule(bytes):
     def __repr__(self) -> str:
         return f"<vmrt compiled module {self.function} ({len(self)} bytes, " \
                f"{self.build.record['chosen']})>"
+
+    __str__ = __repr__  # (print shows the module, not its bytes)

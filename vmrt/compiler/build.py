@@ -16,7 +16,8 @@ from typing import Any, Callable, Optional, Sequence
 from vmrt.compiler import cache as compile_cache_module
 from vmrt.compiler.flags import candidates, target_flags
 from vmrt.compiler.session import compile_mlir
-from vmrt.compiler.sources import ImportedSource, import_source, is_source_path
+from vmrt.compiler.sources import PARAMETER_SCOPE, ImportedSource, import_source, \
+    is_source_path
 from vmrt.compiler.tune import Trial, choose, example_inputs, time_calls
 from vmrt.errors import StatusCode, VmrtError, file_error
 from vmrt.vm.declaration import ValueInfo, parse_declaration
@@ -24,10 +25,9 @@ from vmrt.vm.declaration import ValueInfo, parse_declaration
 __all__ = ["Build", "build", "save"]
 
 PARAMETER_MODES = (None, "inline", "external")
-#: Constants of at least this many bytes go to the .irpa with parameters="external".
+#: Constants of at least this many bytes go to the .irpa with parameters="external"
+#: (MLIR sources: the compiler's export; ONNX: EXTERNAL_MINIMUM_ELEMENTS).
 EXTERNAL_MINIMUM_BYTES = 4096
-#: The scope the exported parameters are named in (io_parameters' scope).
-PARAMETER_SCOPE = "model"
 
 
 @dataclass
@@ -91,7 +91,7 @@ def build(source: Any, *, example_args: Optional[Sequence] = None, target: str =
     if imported is None:
         progress("importing")
         imported = import_source(source, example_args)
-    return _build_new(imported, key, cache, options, example_args, load, progress)
+    return _build_new(source, imported, key, cache, options, example_args, load, progress)
 
 
 def _read(path: Path) -> bytes:
@@ -101,7 +101,7 @@ def _read(path: Path) -> bytes:
         raise file_error(error, f"cannot read '{path}'") from None
 
 
-def _build_new(imported: ImportedSource, key: bytes, cache, options: tuple,
+def _build_new(source: Any, imported: ImportedSource, key: bytes, cache, options: tuple,
                example_args, load, progress) -> Build:
     target, tune, parameters, extra = options
     base = target_flags(target) + [f"--iree-input-type={imported.input_type}"]
@@ -132,7 +132,8 @@ def _build_new(imported: ImportedSource, key: bytes, cache, options: tuple,
     }
     vmfb, irpa = chosen.vmfb, None
     if parameters == "external":
-        vmfb, irpa = _with_external_parameters(imported, record["flags"], cache, progress)
+        vmfb, irpa = _with_external_parameters(source, example_args, imported,
+                                               record["flags"], cache, progress)
         record["parameter_scope"] = PARAMETER_SCOPE
     kept = cache.store(key, vmfb, record, irpa) if cache is not None else None
     if kept is not None:
@@ -140,17 +141,23 @@ def _build_new(imported: ImportedSource, key: bytes, cache, options: tuple,
     return Build(vmfb, str(irpa) if irpa is not None else None, record)
 
 
-def _with_external_parameters(imported: ImportedSource, flags: list[str], cache, progress):
+def _with_external_parameters(source: Any, example_args, imported: ImportedSource,
+                              flags: list[str], cache, progress):
     """The chosen build again with its large constants in an .irpa (a path in the
-    cache folder, else a private temporary one)."""
+    cache folder, else a private temporary one): an ONNX model's initializers are
+    imported as parameters; MLIR's constants go through the compiler's export."""
     if cache is not None:
         irpa = cache.temporary_path(".irpa")
     else:
         irpa = Path(tempfile.mkdtemp(prefix="vmrt-compile-")) / "model.irpa"
     progress("compiling (parameters to an .irpa)")
-    vmfb = compile_mlir(imported.mlir, flags + [
-        f"--iree-parameter-export={PARAMETER_SCOPE}={irpa}",
-        f"--iree-parameter-export-minimum-size={EXTERNAL_MINIMUM_BYTES}"])
+    if imported.kind == "onnx":
+        parameterized = import_source(source, example_args, parameters_to=irpa)
+        vmfb = compile_mlir(parameterized.mlir, flags)
+    else:
+        vmfb = compile_mlir(imported.mlir, flags + [
+            f"--iree-parameter-export={PARAMETER_SCOPE}={irpa}",
+            f"--iree-parameter-export-minimum-size={EXTERNAL_MINIMUM_BYTES}"])
     if not irpa.exists():  # (no constant was large enough)
         return vmfb, None
     return vmfb, irpa

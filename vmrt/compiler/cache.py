@@ -138,9 +138,15 @@ def source_key(cache: Optional[CompileCache], path: Optional[Path], content_of,
         digest = content_digest(content_of())
         if cache is not None and alias is not None and module_cache.settled(alias[1]):
             cache.folder.store(alias[0], digest, module_cache.ALIAS)
-    parts = ("compiled", RECORD_VERSION, compiler_identity(), host_cpu_features(),
-             options, digest)
+    parts = ("compiled", RECORD_VERSION, _package_fingerprint(), compiler_identity(),
+             host_cpu_features(), options, digest)
     return code_cache.blake2b(repr(parts).encode(), digest_size=32).digest()
+
+
+def _package_fingerprint() -> bytes:
+    """This package's sources by name, size and mtime (as code_cache keys vmrt's): the
+    flags and imports that made a build change with them."""
+    return code_cache.source_records(os.path.dirname(os.path.abspath(__file__)))[0]
 
 
 def _file_alias(path: Path):

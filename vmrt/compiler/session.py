@@ -29,6 +29,9 @@ COUNTS = CompileCounts()
 #: The compiler's diagnostics go to file descriptor 2; one compile at a time captures them.
 _CAPTURE_LOCK = threading.Lock()
 _ERROR_LINE = re.compile(r"error: (.*)")
+#: What the compiler says of an ONNX node it has no lowering for.
+_UNSUPPORTED_OPERATOR = re.compile(r"failed to legalize operation 'torch\.operator'.*"
+                                   r"name = \"onnx\.([\w.]+)\"")
 
 
 def compile_mlir(mlir: bytes, flags: list[str]) -> bytes:
@@ -41,8 +44,14 @@ def compile_mlir(mlir: bytes, flags: list[str]) -> bytes:
         try:
             session.set_flags(*flags)
         except ValueError as error:
-            raise VmrtError(f"iree-compile rejected the flags: {error}",
-                            StatusCode.INVALID_ARGUMENT) from None
+            if "option not found" not in str(error):
+                raise VmrtError(f"iree-compile rejected the flags: {_first(error)}",
+                                StatusCode.INVALID_ARGUMENT) from None
+            # Some flags (the experimental data-tiling op families among them) are
+            # process-wide command-line options, not a session's: setting them here
+            # would change every later compile of this process, so such a build runs
+            # the compiler's own executable instead.
+            return compile_with_tool(mlir, flags)
         invocation = session.invocation()
         invocation.enable_console_diagnostics()
         # (bytes with a NUL at the end: the C API then reads text in place)
@@ -52,7 +61,7 @@ def compile_mlir(mlir: bytes, flags: list[str]) -> bytes:
             parsed = invocation.parse_source(source)
             built = parsed and invocation.execute()
         if not built:
-            raise VmrtError(_failure(diagnostics.text, parsed), StatusCode.INVALID_ARGUMENT)
+            raise _failure(diagnostics.text, parsed)
         output = Output.open_membuffer()
         invocation.output_vm_bytecode(output)
         data = bytes(output.map_memory())
@@ -63,12 +72,42 @@ def compile_mlir(mlir: bytes, flags: list[str]) -> bytes:
         session.close()
 
 
-def _failure(diagnostics: str, parsed: bool) -> str:
-    """One line for a failed compile: the compiler's first error, else what failed."""
+def compile_with_tool(mlir: bytes, flags: list[str]) -> bytes:
+    """compile_mlir through the installed iree-compile executable (a child process)."""
+    import subprocess
+    from iree.compiler.tools.binaries import find_tool
+    with tempfile.TemporaryDirectory(prefix="vmrt-compile-") as folder:
+        source = os.path.join(folder, "source.mlirbc" if mlir.startswith(b"ML\xefR")
+                              else "source.mlir")
+        output = os.path.join(folder, "module.vmfb")
+        with open(source, "wb") as file:
+            file.write(mlir)
+        try:
+            done = subprocess.run([find_tool("iree-compile"), *flags, source, "-o", output],
+                                  capture_output=True, text=True, errors="replace")
+        except OSError as error:
+            raise VmrtError(f"cannot run iree-compile: {error}", StatusCode.UNAVAILABLE) from None
+        if done.returncode != 0:
+            raise _failure(done.stderr, True)
+        with open(output, "rb") as file:
+            return file.read()
+
+
+def _first(error: BaseException) -> str:
+    return " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+
+
+def _failure(diagnostics: str, parsed: bool) -> VmrtError:
+    """The error of a failed compile: an ONNX operator the compiler cannot lower, by
+    name; else the compiler's first error, else what failed."""
     errors = [match.group(1).strip() for match in map(_ERROR_LINE.search,
                                                       diagnostics.splitlines()) if match]
+    unsupported = _UNSUPPORTED_OPERATOR.search(errors[0]) if errors else None
+    if unsupported is not None:
+        return VmrtError(f"iree-compile does not support the ONNX operator "
+                         f"{unsupported.group(1)}", StatusCode.UNIMPLEMENTED)
     what = "iree-compile failed" if parsed else "iree-compile could not parse the MLIR"
-    return f"{what}: {errors[0]}" if errors else what
+    return VmrtError(f"{what}: {errors[0]}" if errors else what, StatusCode.INVALID_ARGUMENT)
 
 
 class _Captured:

@@ -20,6 +20,10 @@ __all__ = ["ImportedSource", "import_source", "is_source_path", "require"]
 
 #: File suffixes vmrt.compile reads by path (vmrt.load hands these to it).
 SOURCE_SUFFIXES = (".onnx", ".mlir", ".mlirbc")
+#: With external parameters: the scope they are named in (io_parameters' scope), and the
+#: size (elements) from which an ONNX initializer goes to the archive.
+PARAMETER_SCOPE = "model"
+EXTERNAL_MINIMUM_ELEMENTS = 1024
 #: The MLIR bytecode magic ("ML\xefR").
 MLIR_BYTECODE_MAGIC = b"ML\xefR"
 
@@ -56,20 +60,23 @@ def is_source_path(source: Any) -> bool:
         Path(source).suffix.lower() in SOURCE_SUFFIXES
 
 
-def import_source(source: Any, example_args: Optional[tuple] = None) -> ImportedSource:
+def import_source(source: Any, example_args: Optional[tuple] = None,
+                  parameters_to: Optional[Path] = None) -> ImportedSource:
     """MLIR for a path (.onnx, .mlir, .mlirbc), an onnx.ModelProto, a torch.nn.Module
-    or a JAX function (these two with `example_args`)."""
+    or a JAX function (these two with `example_args`); `parameters_to`: an .irpa for
+    an ONNX model's large weights."""
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         data = _read(path)
         if path.suffix.lower() == ".onnx":
-            return import_onnx(data, str(path))
+            return import_onnx(data, str(path), parameters_to)
         return _mlir(data)
     kind = type(source).__module__.split(".")[0]
     if kind == "onnx":
-        return import_onnx(source.SerializeToString(), "<onnx model>")
+        return import_onnx(source.SerializeToString(), "<onnx model>", parameters_to)
     if _is_torch_module(source):
-        return import_torch(source, _examples(example_args, "a torch.nn.Module"))
+        return import_torch(source, _examples(example_args, "a torch.nn.Module"),
+                            parameters_to)
     if callable(source):
         return import_jax(source, _examples(example_args, "a JAX function"))
     raise VmrtError(f"cannot compile a {type(source).__name__} (expected a path to an .onnx "
@@ -102,9 +109,11 @@ def _mlir(data: bytes) -> ImportedSource:
 
 
 # -- ONNX ---------------------------------------------------------------------------------------
-def import_onnx(data: bytes, name: str) -> ImportedSource:
+def import_onnx(data: bytes, name: str, parameters_to: Optional[Path] = None) -> ImportedSource:
     """An ONNX model's bytes as torch-dialect MLIR bytecode (the compiler's importer, as
-    iree-import-onnx runs it), with the graph's input and output names and types."""
+    iree-import-onnx runs it), with the graph's input and output names and types;
+    with `parameters_to`, initializers of at least EXTERNAL_MINIMUM_ELEMENTS go to
+    that .irpa (scope PARAMETER_SCOPE) and the module names them."""
     onnx = require("onnx", "compiling an ONNX model")
     try:
         model = onnx.load_from_string(data)
@@ -122,7 +131,7 @@ def import_onnx(data: bytes, name: str) -> ImportedSource:
     except Exception as error:  # noqa: BLE001 - onnx's ValidationError, InferenceError
         raise VmrtError(f"{name} is not a valid ONNX model: {_first_line(error)}",
                         StatusCode.INVALID_ARGUMENT) from None
-    module = _onnx_module(model, name)
+    module = _onnx_module(model, name, parameters_to)
     bytecode = io.BytesIO()
     module.write_bytecode(bytecode)
     initializers = {tensor.name for tensor in model.graph.initializer}
@@ -132,19 +141,49 @@ def import_onnx(data: bytes, name: str) -> ImportedSource:
                           kind="onnx")
 
 
-def _onnx_module(model, name: str):
+def _onnx_module(model, name: str, parameters_to: Optional[Path]):
     require("iree.compiler", "compiling an ONNX model")
     importer = require("iree.compiler.extras.onnx_importer", "compiling an ONNX model")
     from iree.compiler.ir import Context
     try:
         info = importer.ModelInfo(model)
         module = info.create_module(context=Context()).operation
-        importer.NodeImporter.define_function(info.main_graph, module).import_all()
+        if parameters_to is None:
+            importer.NodeImporter.define_function(info.main_graph, module).import_all()
+        else:
+            _import_with_parameters(model, info, module, parameters_to)
         module.verify()
+    except VmrtError:
+        raise
     except Exception as error:  # noqa: BLE001 - the importer's OnnxImportError and MLIR's
         raise VmrtError(f"cannot import {name}: {_first_line(error)}",
                         StatusCode.UNIMPLEMENTED) from None
     return module
+
+
+def _import_with_parameters(model, info, module, irpa: Path) -> None:
+    """The import with large initializers as parameters (the importer's externalizing
+    twin, as `iree-import-onnx --externalize-params` runs it); the archive is written
+    by vmrt.io."""
+    from iree.compiler.tools.import_onnx.importer_externalization_overrides import (
+        IREENodeImporter, ParamData)
+    import numpy as np
+    from onnx import numpy_helper
+    from vmrt.io import ParameterIndex
+    from vmrt.io.formats import write_file
+    settings = ParamData(param_bit_threshold=None,
+                         num_elements_threshold=EXTERNAL_MINIMUM_ELEMENTS,
+                         params_scope=PARAMETER_SCOPE, data_dir=str(irpa.parent),
+                         param_path=str(irpa), input_index_threshold=None)
+    imported = IREENodeImporter.define_function(info.main_graph, module, settings)
+    imported.import_all()
+    initializers = {tensor.name: tensor for tensor in model.graph.initializer}
+    index = ParameterIndex()
+    for onnx_name, key in imported.globals:
+        array = np.ascontiguousarray(numpy_helper.to_array(initializers[onnx_name]))
+        index.add_buffer(key, memoryview(array).cast("B"))
+    if len(index):
+        write_file(index, irpa)
 
 
 def _onnx_value(onnx, value) -> ValueInfo:
@@ -178,7 +217,8 @@ def _is_torch_module(source: Any) -> bool:
     return torch is not None and isinstance(source, torch.nn.Module)
 
 
-def import_torch(module, example_args: tuple) -> ImportedSource:
+def import_torch(module, example_args: tuple,
+                 parameters_to: Optional[Path] = None) -> ImportedSource:
     """A torch.nn.Module traced on `example_args`: through iree-turbine's torch.export
     importer when it is installed, else exported to ONNX (torch.onnx) and imported."""
     import importlib.util
@@ -202,7 +242,7 @@ def import_torch(module, example_args: tuple) -> ImportedSource:
         except Exception as error:  # noqa: BLE001 - the exporter's many errors
             raise VmrtError(f"torch.onnx.export failed: {_first_line(error)}",
                             StatusCode.INVALID_ARGUMENT) from None
-        return import_onnx(Path(path).read_bytes(), type(module).__name__)
+        return import_onnx(Path(path).read_bytes(), type(module).__name__, parameters_to)
 
 
 def import_jax(function, example_args: tuple) -> ImportedSource:

@@ -47,7 +47,7 @@ class Trial:
 
     def summary(self) -> dict:
         return {"name": self.candidate.name, "flags": list(self.candidate.flags),
-                "ms_per_call": None if self.seconds is None else round(self.seconds * 1e3, 3),
+                "ms_per_call": None if self.seconds is None else float(f"{self.seconds * 1e3:.4g}"),
                 "rejected": self.rejected}
 
 
