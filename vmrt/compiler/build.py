@@ -5,6 +5,7 @@ keep the choice with the record of how it was made.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -190,6 +191,9 @@ def _signature(vmfb: bytes, imported: ImportedSource):
             "iree.abi.declaration", ""))
         if declared is not None:
             inputs, outputs = declared
+            if len(imported.input_names) == len(inputs):
+                inputs = [dataclasses.replace(value, name=name)
+                          for value, name in zip(inputs, imported.input_names)]
     return function, inputs, outputs
 
 

@@ -40,6 +40,8 @@ class ImportedSource:
     outputs: list[ValueInfo] = field(default_factory=list)
     content: bytes = b""
     kind: str = "mlir"
+    #: Names for the inputs the compiled module declares (a function's parameters).
+    input_names: list[str] = field(default_factory=list)
 
 
 def require(package: str, what: str) -> Any:
@@ -230,11 +232,12 @@ def import_torch(module, example_args: tuple,
             raise VmrtError(f"torch.export failed: {_first_line(error)}",
                             StatusCode.INVALID_ARGUMENT) from None
         text = str(exported.mlir_module).encode()
-        return ImportedSource(text, "torch", content=text, kind="torch")
+        return ImportedSource(text, "torch", content=text, kind="torch",
+                              input_names=_parameter_names(module.forward, len(example_args)))
     import torch
     with tempfile.TemporaryDirectory(prefix="vmrt-torch-") as folder:
         path = os.path.join(folder, "model.onnx")
-        names = [f"input{i}" for i in range(len(example_args))]
+        names = _parameter_names(module.forward, len(example_args))
         try:
             with torch.no_grad():
                 torch.onnx.export(module, example_args, path, input_names=names,
@@ -253,4 +256,18 @@ def import_jax(function, example_args: tuple) -> ImportedSource:
     except Exception as error:  # noqa: BLE001 - tracing errors of every kind
         raise VmrtError(f"cannot lower {getattr(function, '__name__', 'the function')} "
                         f"with JAX: {_first_line(error)}", StatusCode.INVALID_ARGUMENT) from None
-    return ImportedSource(text, "stablehlo", content=text, kind="jax")
+    return ImportedSource(text, "stablehlo", content=text, kind="jax",
+                          input_names=_parameter_names(function, len(example_args)))
+
+
+def _parameter_names(function, count: int) -> list[str]:
+    """The names of a function's first `count` parameters (`inputN` where it has no
+    such plain parameters: *args, a builtin)."""
+    import inspect
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    plain = [p.name for p in parameters
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:count]
+    return plain if len(plain) == count else [f"input{i}" for i in range(count)]
