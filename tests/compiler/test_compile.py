@@ -175,3 +175,23 @@ def test_import_vmrt_and_loading_a_vmfb_never_import_the_compiler():
                           cwd=REPO, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_cache_entry_others_can_write_or_cut_short_is_compiled_again(tmp_path):
+    from vmrt.compiler import cache, session
+    path = tmp_path / "fma.mlir"
+    path.write_text(STABLEHLO)
+    entry = Path(vmrt.compile(path, target="vmvx").build.vmfb)
+    assert entry.parent.name == "compiled" and entry.stat().st_mode & 0o777 == 0o600
+    for spoil in (lambda: entry.chmod(0o666), lambda: os.truncate(entry, 100)):
+        spoil()
+        compiles, rejected = session.COUNTS.compiles, cache.STATS.rejected
+        again = vmrt.compile(path, target="vmvx")
+        assert session.COUNTS.compiles == compiles + 1
+        assert cache.STATS.rejected == rejected + 1
+        a = np.array([1, 2, 3], np.float32)
+        with vmrt.load(again) as m:
+            np.testing.assert_array_equal(m.main(a, a), a * a + a)
+    hits = cache.STATS.hits
+    vmrt.compile(path, target="vmvx")  # (the entry written again is used)
+    assert cache.STATS.hits == hits + 1
