@@ -108,3 +108,20 @@ def test_missing_compiler_package_says_what_to_install(tmp_path, affine_onnx):
 def test_unknown_target_is_refused(affine_onnx):
     with pytest.raises(vmrt.VmrtError, match="unknown target 'gpu'"):
         vmrt.compile(affine_onnx, target="gpu")
+
+
+def test_a_build_not_used_is_one_warning_line(tmp_path, monkeypatch, capsys):
+    from vmrt.compiler import flags
+    from vmrt.tools.cli import main
+    # (the host's fast flag set replaced by one computing in f16: its outputs differ)
+    monkeypatch.setattr(flags, "FAST", flags.Candidate("f16", ("--iree-input-demote-f32-to-f16",)))
+    path = tmp_path / "cube.mlir"
+    path.write_text("func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+                    "  %0 = stablehlo.multiply %a, %a : tensor<4xf32>\n"
+                    "  %1 = stablehlo.multiply %0, %a : tensor<4xf32>\n"
+                    "  return %1 : tensor<4xf32>\n}\n")
+    assert main(["compile", str(path), "-o", str(tmp_path / "cube.vmfb")]) == 0
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vmrt: warning: vmrt.compile: flags f16 ")
+    assert ": default (" in out

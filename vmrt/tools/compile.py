@@ -20,7 +20,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from vmrt.compiler import TARGETS, build, save
+from vmrt.compiler import TARGETS, CompileWarning, build, save
 from vmrt.errors import StatusCode, VmrtError, file_error
 from vmrt.tools.progress import add_no_progress_flag, progress_bar
 
@@ -54,13 +54,19 @@ def compile_progress(args):
 
 
 def build_with_progress(source, args, **options):
-    """vmrt.compiler.build with the CLI's progress bar and vmrt.load as the checker."""
+    """vmrt.compiler.build with the CLI's progress bar and vmrt.load as the checker; a
+    build not used is one `vmrt: warning:` line on stderr."""
+    import warnings
     from vmrt.api import _checking_load
     step, close = compile_progress(args)
-    try:
-        return build(source, load=_checking_load, progress=step, **options)
-    finally:
-        close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CompileWarning)
+        try:
+            return build(source, load=_checking_load, progress=step, **options)
+        finally:
+            close()
+            for warning in caught:
+                print(f"vmrt: warning: {warning.message}", file=sys.stderr)
 
 
 def run(args) -> int:
