@@ -1,4 +1,5 @@
-"""vmrt.load: one call from a module (a .vmfb, vmasm text, or bytes) to Python callables.
+"""vmrt.load: one call from a module (a .vmfb, vmasm text, or bytes; a model, .onnx or
+.mlir, compiled by vmrt.compile) to Python callables.
 
     with vmrt.load("model.vmfb") as m:
         m.predict(np.ones((1, 4), np.float32))   # each export is a vmrt.Function
@@ -228,8 +229,9 @@ def load(source: ModuleSource, *, modules: Iterable[Module] = (),
          trace_hook: Callable[[str, Any], None] | None = None,
          print_hook: Callable[[str, Any], None] | None = None,
          meter: Meter | None = None) -> LoadedModule:
-    """Loads `source` (a .vmfb or .vmasm path, vmasm text, or .vmfb bytes) into a new
-    context after the native `modules`; returns its exports as callables.
+    """Loads `source` (a .vmfb or .vmasm path, vmasm text, or .vmfb bytes; an .onnx or
+    .mlir path is compiled first, or found in the compile cache: see compile) into a
+    new context after the native `modules`; returns its exports as callables.
 
     Native modules it imports that `modules` lacks are supplied: `hal` on `device`
     (a driver name, local-sync (the default) or local-task, or a vmrt.hal Device;
