@@ -195,3 +195,21 @@ def test_cache_entry_others_can_write_or_cut_short_is_compiled_again(tmp_path):
     hits = cache.STATS.hits
     vmrt.compile(path, target="vmvx")  # (the entry written again is used)
     assert cache.STATS.hits == hits + 1
+
+
+def test_builds_over_the_bound_are_evicted_least_recently_used_first(tmp_path, monkeypatch):
+    from vmrt.compiler import session
+    paths = []
+    for name, op in (("older", "subtract"), ("newer", "maximum")):
+        path = tmp_path / f"{name}.mlir"
+        path.write_text(STABLEHLO.replace("stablehlo.multiply", f"stablehlo.{op}"))
+        paths.append(path)
+    older = Path(vmrt.compile(paths[0], target="vmvx").build.vmfb)
+    for file in older.parent.glob(older.stem + ".*"):
+        os.utime(file, (1, 1))  # (used long ago)
+    monkeypatch.setenv("VMRT_COMPILE_CACHE_MAX_BYTES", str(older.stat().st_size * 3 // 2))
+    newer = Path(vmrt.compile(paths[1], target="vmvx").build.vmfb)
+    assert newer.exists() and not older.exists()
+    compiles = session.COUNTS.compiles
+    vmrt.compile(paths[1], target="vmvx")
+    assert session.COUNTS.compiles == compiles  # (the newer build is still there)

@@ -12,7 +12,9 @@ the entry without reading, let alone importing, a large model: a hit imports
 neither onnx nor the compiler.
 
 Files are written to a temporary name and renamed over; the record is written
-last, so a record names only whole files. Records are read through the code
+last, so a record names only whole files. The builds are bounded in total
+(VMRT_COMPILE_CACHE_MAX_BYTES, default 4 GiB): a store going over deletes the
+least recently used ones. Records are read through the code
 cache's checks (owner, modes, CRC); the files they name are used only when they
 are regular files of the user's own with the size recorded, and are mapped, not
 read (a model's weights stay in the page cache).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -33,7 +36,11 @@ __all__ = ["CompileCache", "STATS", "compile_cache", "source_key"]
 
 #: The layout of the records (part of every key).
 RECORD_VERSION = 1
+#: The bound on the folder's builds (VMRT_COMPILE_CACHE_MAX_BYTES): a store taking the
+#: total over it deletes the least recently used builds (a hit refreshes its mtime).
+DEFAULT_MAX_BYTES = 4 << 30
 RECORD_SUFFIX = ".vcr"
+BUILD_SUFFIXES = (".vmfb", ".irpa", RECORD_SUFFIX)
 MAX_RECORD_BYTES = 1 << 20
 STATS = code_cache.CacheStats()
 RECORD = code_cache.EntryKind(RECORD_SUFFIX, lambda entry: (
@@ -69,6 +76,8 @@ class CompileCache:
             STATS.rejected += 1
             STATS.misses += 1
             return None
+        for path in (vmfb, irpa):
+            _refresh(path)
         return CachedBuild(vmfb, irpa, record)
 
     def store(self, key: bytes, vmfb: bytes, record: dict,
@@ -90,13 +99,57 @@ class CompileCache:
                 return None
             record.update(irpa=f"{name}.irpa", irpa_size=os.path.getsize(irpa_path))
         self.folder.store(key, record, RECORD)
+        self.evict(_max_bytes())
         return CachedBuild(vmfb_path, irpa_path, record)
+
+    def evict(self, max_bytes: int) -> None:
+        """Deletes the least recently used builds (all files of a key at once) while the
+        builds take more than `max_bytes`."""
+        builds: dict[str, list] = {}
+        try:
+            with os.scandir(self.folder.path) as entries:
+                for item in entries:
+                    name, dot, suffix = item.name.partition(".")
+                    if dot and "." + suffix in BUILD_SUFFIXES:
+                        info = item.stat(follow_symlinks=False)
+                        builds.setdefault(name, []).append((info.st_mtime, info.st_size,
+                                                            item.path))
+        except OSError:
+            return
+        total = sum(size for files in builds.values() for _, size, _ in files)
+        for files in sorted(builds.values(), key=lambda files: max(f[0] for f in files)):
+            if total <= max_bytes:
+                break
+            for _, size, path in files:
+                try:
+                    os.remove(path)
+                    total -= size
+                except OSError:
+                    pass
 
     def temporary_path(self, suffix: str) -> Path:
         """A fresh name in the folder for a file the compiler writes (an .irpa): a
         rename then moves it in; one a crash leaves behind is evicted as stale."""
         return Path(self.folder.path) / \
             f"new.{os.getpid()}.{os.urandom(4).hex()}{suffix}{code_cache.TEMP_SUFFIX}"
+
+
+def _max_bytes() -> int:
+    try:
+        return max(0, int(os.environ.get("VMRT_COMPILE_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)))
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+def _refresh(path: Optional[str]) -> None:
+    """Marks a build's file recently used (eviction keeps it longest), if a minute old."""
+    if path is None:
+        return
+    try:
+        if time.time() - os.stat(path).st_mtime >= code_cache.REFRESH_SECONDS:
+            os.utime(path)
+    except OSError:
+        pass
 
 
 def _vetted(path: str, size: object) -> bool:
