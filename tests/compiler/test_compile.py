@@ -213,3 +213,19 @@ def test_builds_over_the_bound_are_evicted_least_recently_used_first(tmp_path, m
     compiles = session.COUNTS.compiles
     vmrt.compile(paths[1], target="vmvx")
     assert session.COUNTS.compiles == compiles  # (the newer build is still there)
+
+
+def test_flags_failing_to_compile_fall_back_to_the_next_set(tmp_path, monkeypatch):
+    from vmrt.compiler import CompileWarning, flags
+    monkeypatch.setattr(flags, "FAST", flags.Candidate(
+        "broken", ("--iree-no-such-flag",), flags.O3_UKERNELS))
+    path = tmp_path / "fma.mlir"
+    path.write_text(STABLEHLO.replace("stablehlo.add", "stablehlo.subtract"))
+    with pytest.warns(CompileWarning, match="flags broken .*failed to compile.*no-such-flag"):
+        compiled = vmrt.compile(path)
+    assert [c["name"] for c in compiled.record["candidates"]] == [
+        "default", "broken", "o3-ukernels"]
+    assert compiled.record["chosen"] == "o3-ukernels"
+    a = np.array([1, 2, 3], np.float32)
+    with vmrt.load(compiled) as m:
+        np.testing.assert_array_equal(m.main(a, a), a * a - a)

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from vmrt.compiler import cache as compile_cache_module
-from vmrt.compiler.flags import candidates, target_flags
+from vmrt.compiler.flags import Candidate, candidates, target_flags
 from vmrt.compiler.session import compile_mlir
 from vmrt.compiler.sources import PARAMETER_SCOPE, ImportedSource, import_source, \
     is_source_path
-from vmrt.compiler.tune import Trial, choose, example_inputs, time_calls
+from vmrt.compiler.tune import Trial, choose, example_inputs, time_calls, warn_not_used
 from vmrt.errors import StatusCode, VmrtError, file_error
 from vmrt.vm.declaration import ValueInfo, parse_declaration
 
@@ -106,15 +106,8 @@ def _build_new(source: Any, imported: ImportedSource, key: bytes, cache, options
                example_args, load, progress) -> Build:
     target, tune, parameters, extra = options
     base = target_flags(target) + [f"--iree-input-type={imported.input_type}"]
-    trials = [Trial(candidate) for candidate in candidates(target, tune, extra)]
-    for trial in trials:
-        progress(f"compiling ({trial.candidate.name})")
-        try:
-            trial.vmfb = compile_mlir(imported.mlir, base + list(trial.candidate.flags))
-        except VmrtError as error:
-            if trial.candidate.is_default:
-                raise
-            trial.rejected = f"failed to compile: {error}"
+    trials = _compile_trials(imported.mlir, base, candidates(target, tune, extra), tune,
+                             progress)
     function, inputs, outputs = _signature(trials[0].vmfb, imported)
     chosen = trials[0]
     if len(trials) > 1:
@@ -140,6 +133,28 @@ def _build_new(source: Any, imported: ImportedSource, key: bytes, cache, options
     if kept is not None:
         return Build(kept.vmfb, kept.irpa, kept.record)
     return Build(vmfb, str(irpa) if irpa is not None else None, record)
+
+
+def _compile_trials(mlir: bytes, base: list[str], wanted: list[Candidate], tune: bool,
+                    progress) -> list[Trial]:
+    """A trial of each wanted candidate; without tuning, one failing to compile is
+    followed by its fallback (a warning says so). The default must compile."""
+    trials = []
+    for candidate in wanted:
+        while candidate is not None:
+            trial = Trial(candidate)
+            trials.append(trial)
+            progress(f"compiling ({candidate.name})")
+            try:
+                trial.vmfb = compile_mlir(mlir, base + list(candidate.flags))
+                break
+            except VmrtError as error:
+                if candidate.is_default:
+                    raise
+                trial.rejected = f"failed to compile: {error}"
+                warn_not_used(trial)
+                candidate = None if tune else candidate.fallback
+    return trials
 
 
 def _with_external_parameters(source: Any, example_args, imported: ImportedSource,

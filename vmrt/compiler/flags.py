@@ -14,6 +14,7 @@ import importlib.util
 import os
 import platform
 from dataclasses import dataclass
+from typing import Optional
 
 from vmrt.errors import StatusCode, VmrtError
 
@@ -32,6 +33,8 @@ class Candidate:
 
     name: str
     flags: tuple[str, ...] = ()
+    #: What to build instead when this set fails to compile (without tuning).
+    fallback: Optional["Candidate"] = None
 
     @property
     def is_default(self) -> bool:
@@ -43,10 +46,12 @@ O3_UKERNELS = Candidate("o3-ukernels", ("--iree-opt-level=O3",
                                         "--iree-llvmcpu-enable-ukernels=all"))
 DATA_TILING = Candidate("o3-data-tiling", O3_UKERNELS.flags + (
     "--iree-opt-data-tiling",
-    "--iree-dispatch-creation-experimental-set-data-tiling-ops=matmul"))
-#: What vmrt.compile builds for the host without tuning (the issue's known-good set).
+    "--iree-dispatch-creation-experimental-set-data-tiling-ops=matmul"), O3_UKERNELS)
+#: What vmrt.compile builds for the host without tuning (the issue's known-good set);
+#: where it fails to compile (a 4-layer BERT's LayerNorm overflows the compiler's
+#: 32 KiB stack limit with it) the sets above are tried in turn.
 FAST = Candidate("o3-data-tiling-conv", DATA_TILING.flags + (
-    "--iree-dispatch-creation-experimental-set-data-tiling-ops=convolution",))
+    "--iree-dispatch-creation-experimental-set-data-tiling-ops=convolution",), DATA_TILING)
 
 
 def target_flags(target: str) -> list[str]:

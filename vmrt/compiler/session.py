@@ -107,7 +107,8 @@ def _failure(diagnostics: str, parsed: bool) -> VmrtError:
         return VmrtError(f"iree-compile does not support the ONNX operator "
                          f"{unsupported.group(1)}", StatusCode.UNIMPLEMENTED)
     what = "iree-compile failed" if parsed else "iree-compile could not parse the MLIR"
-    return VmrtError(f"{what}: {errors[0]}" if errors else what, StatusCode.INVALID_ARGUMENT)
+    said = errors or [line.strip() for line in diagnostics.splitlines() if line.strip()]
+    return VmrtError(f"{what}: {said[0]}" if said else what, StatusCode.INVALID_ARGUMENT)
 
 
 class _Captured:

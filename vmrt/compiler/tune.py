@@ -15,7 +15,7 @@ from vmrt.compiler.flags import Candidate
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.vm.declaration import ValueInfo
 
-__all__ = ["CompileWarning", "Trial", "choose", "example_inputs"]
+__all__ = ["CompileWarning", "Trial", "choose", "example_inputs", "warn_not_used"]
 
 #: Outputs agree when |candidate - default| <= ATOL * max(1, max |default|) + RTOL * |default|:
 #: reassociated sums (data tiling, microkernels) move float32 results by ~1e-6 relative.
@@ -103,12 +103,16 @@ def choose(trials: list[Trial], run: Callable, arrays: list, timed: bool,
         if trial.rejected is None:
             usable.append(trial)
         else:
-            warnings.warn(f"vmrt.compile: flags {trial.candidate.name} "
-                          f"({' '.join(trial.candidate.flags)}) not used: {trial.rejected}; "
-                          f"falling back", CompileWarning, stacklevel=4)
+            warn_not_used(trial)
     if timed:
         return min(usable, key=lambda trial: trial.seconds)
     return usable[-1]
+
+
+def warn_not_used(trial: Trial) -> None:
+    warnings.warn(f"vmrt.compile: flags {trial.candidate.name} "
+                  f"({' '.join(trial.candidate.flags)}) not used: {trial.rejected}; "
+                  f"falling back", CompileWarning, stacklevel=2)
 
 
 def _difference(expected: list, outputs: list) -> Optional[str]:
