@@ -462,13 +462,15 @@ def run(args) -> int:
     loaded = [_load(spec) for spec in args.module]
     modules = [module for module, _ in loaded]
     builds = [made for _, made in loaded if not isinstance(made, str)]
-    paths = [made if isinstance(made, str) else str(made.vmfb) for _, made in loaded]
+    paths = [made if isinstance(made, str) else spec for spec, (_, made) in zip(args.module,
+                                                                                 loaded)]
     for made in builds:  # (a compiled model: its archive, and its entry by default)
         if made.irpa is not None:
             args.parameters = [f"{made.record['parameter_scope']}={made.irpa}",
                                *args.parameters]
-    if builds and not args.function and isinstance(loaded[-1][1], type(builds[0])):
-        args.function = loaded[-1][1].function
+    last = loaded[-1][1]
+    if not args.function and not isinstance(last, str):  # (the main module was compiled)
+        args.function = last.function
     device = device_from_flags(args.device)
     natives = native_modules_for(modules, paths, device,
                                  load_parameters(args.parameters, args.parameter_mode),
