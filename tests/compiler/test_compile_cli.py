@@ -37,7 +37,7 @@ def test_compile_tune_writes_the_module_and_the_choice(tmp_path, affine_onnx):
     assert code == 0, err
     record = json.loads(out.with_name("affine.vmfb.json").read_text())
     timed = [c for c in record["candidates"] if c["rejected"] is None]
-    assert len(record["candidates"]) == 4 and record["tuned"] is True
+    assert len(record["candidates"]) == 5 and record["tuned"] is True
     assert all(c["ms_per_call"] > 0 for c in timed)
     chosen = next(c for c in timed if c["name"] == record["chosen"])
     assert chosen["ms_per_call"] == min(c["ms_per_call"] for c in timed)  # (ties: rounded)
