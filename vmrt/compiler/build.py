@@ -19,7 +19,7 @@ from vmrt.compiler.flags import Candidate, candidates, target_flags
 from vmrt.compiler.session import compile_mlir
 from vmrt.compiler.sources import PARAMETER_SCOPE, ImportedSource, import_source, \
     is_source_path
-from vmrt.compiler.tune import Trial, choose, example_inputs, time_calls, warn_not_used
+from vmrt.compiler.tune import Trial, choose, example_inputs, warn_not_used
 from vmrt.errors import StatusCode, VmrtError, file_error
 from vmrt.vm.declaration import ValueInfo, parse_declaration
 
@@ -115,7 +115,7 @@ def _build_new(source: Any, imported: ImportedSource, key: bytes, cache, options
             raise VmrtError("checking candidate builds needs a loader",
                             StatusCode.FAILED_PRECONDITION)
         arrays = example_inputs(example_args, inputs)
-        chosen = choose(trials, _runner(load, function), arrays, tune, progress)
+        chosen = choose(trials, load, function, arrays, tune, progress)
     record = {
         "function": function, "target": target, "tuned": tune, "source": imported.kind,
         "flags": base + list(chosen.candidate.flags), "chosen": chosen.candidate.name,
@@ -177,17 +177,6 @@ def _with_external_parameters(source: Any, example_args, imported: ImportedSourc
     if not irpa.exists():  # (no constant was large enough)
         return vmfb, None
     return vmfb, irpa
-
-
-def _runner(load: Callable, function: str):
-    """run(vmfb, arrays, timed) -> (outputs as a list, seconds per call or None)."""
-    def run(vmfb: bytes, arrays: list, timed: bool):
-        with load(vmfb) as module:
-            call = module.function(function)
-            result = call(*arrays)
-            outputs = list(result) if isinstance(result, (tuple, list)) else [result]
-            return outputs, time_calls(lambda: call(*arrays)) if timed else None
-    return run
 
 
 def _signature(vmfb: bytes, imported: ImportedSource):

@@ -6,6 +6,7 @@ outputs differ is never used, and a warning says so.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -15,7 +16,8 @@ from vmrt.compiler.flags import Candidate
 from vmrt.errors import StatusCode, VmrtError
 from vmrt.vm.declaration import ValueInfo
 
-__all__ = ["CompileWarning", "Trial", "choose", "example_inputs", "warn_not_used"]
+__all__ = ["CompileWarning", "Trial", "choose", "example_inputs", "time_interleaved",
+           "warn_not_used"]
 
 #: Outputs agree when |candidate - default| <= ATOL * max(1, max |default|) + RTOL * |default|:
 #: reassociated sums (data tiling, microkernels) move float32 results by ~1e-6 relative.
@@ -24,10 +26,6 @@ ATOL = 1e-4
 #: Timing: at least this many calls, and calls until this long has passed (seconds).
 MIN_CALLS = 3
 MIN_SECONDS = 0.5
-
-#: (module bytes, candidate) -> a callable running the model's entry on host arrays,
-#: and a close() for it: what vmrt.api supplies (this layer loads no modules).
-Runner = Callable[[bytes], Any]
 
 
 class CompileWarning(UserWarning):
@@ -82,31 +80,40 @@ def _to_numpy(np, value):
     return np.asarray(value)
 
 
-def choose(trials: list[Trial], run: Callable, arrays: list, timed: bool,
+def choose(trials: list[Trial], load: Callable, function: str, arrays: list, timed: bool,
            progress: Callable[[str], None]) -> Trial:
     """The trial to use: the fastest correct one when `timed`, else the last correct one
-    (candidates come in order of preference after the default, trials[0])."""
-    reference = trials[0]
-    progress("running the default build")
-    expected, reference.seconds = run(reference.vmfb, arrays, timed)
-    usable = [reference]
-    for trial in trials[1:]:
-        if trial.rejected is not None:
-            continue
-        progress(f"checking {trial.candidate.name}")
-        try:
-            outputs, trial.seconds = run(trial.vmfb, arrays, timed)
-        except VmrtError as error:
-            trial.rejected = f"failed to run: {error}"
-        else:
-            trial.rejected = _difference(expected, outputs)
-        if trial.rejected is None:
-            usable.append(trial)
-        else:
-            warn_not_used(trial)
-    if timed:
-        return min(usable, key=lambda trial: trial.seconds)
-    return usable[-1]
+    (candidates come in order of preference after the default, trials[0]). `load`
+    loads a module's bytes (vmrt.load); `function` is the export to call."""
+    with contextlib.ExitStack() as opened:
+        progress("running the default build")
+        reference = opened.enter_context(load(trials[0].vmfb)).function(function)
+        expected = _as_list(reference(*arrays))
+        usable, calls = [trials[0]], [reference]
+        for trial in trials[1:]:
+            if trial.rejected is not None:
+                continue
+            progress(f"checking {trial.candidate.name}")
+            try:
+                call = opened.enter_context(load(trial.vmfb)).function(function)
+                trial.rejected = _difference(expected, _as_list(call(*arrays)))
+            except VmrtError as error:
+                trial.rejected = f"failed to run: {error}"
+            if trial.rejected is None:
+                usable.append(trial)
+                calls.append(call)
+            else:
+                warn_not_used(trial)
+        if not timed:
+            return usable[-1]
+        progress("timing")
+        for trial, seconds in zip(usable, time_interleaved(calls, arrays)):
+            trial.seconds = seconds
+    return min(usable, key=lambda trial: trial.seconds)
+
+
+def _as_list(result: Any) -> list:
+    return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
 def warn_not_used(trial: Trial) -> None:
@@ -138,13 +145,16 @@ def _difference(expected: list, outputs: list) -> Optional[str]:
     return None
 
 
-def time_calls(call: Callable[[], Any]) -> float:
-    """Seconds per call of `call` (the median of at least MIN_CALLS, over MIN_SECONDS)."""
-    times: list[float] = []
+def time_interleaved(calls: list[Callable], arrays: list) -> list[float]:
+    """Seconds per call of each of `calls` (the median of at least MIN_CALLS, over
+    MIN_SECONDS each): one call of each in turn, round after round, so that what
+    else the machine does meanwhile weighs on all of them alike."""
+    times: list[list[float]] = [[] for _ in calls]
     started = time.perf_counter()
-    while len(times) < MIN_CALLS or time.perf_counter() - started < MIN_SECONDS:
-        before = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - before)
-    times.sort()
-    return times[len(times) // 2]
+    while len(times[0]) < MIN_CALLS or \
+            time.perf_counter() - started < MIN_SECONDS * len(calls):
+        for call, measured in zip(calls, times):
+            before = time.perf_counter()
+            call(*arrays)
+            measured.append(time.perf_counter() - before)
+    return [sorted(measured)[len(measured) // 2] for measured in times]
