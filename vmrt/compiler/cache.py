@@ -7,9 +7,10 @@ outputs the source named. Its key hashes the source's content, the target and
 options, the compiler's version and the host's CPU (code for
 `--iree-llvmcpu-target-cpu=host` runs only on a CPU with its features). A source
 file read by path leaves an alias, its key by the file's identity and change
-times (as vmrt.vm.module_cache does for modules), so that a later process finds
-the entry without reading, let alone importing, a large model: a hit imports
-neither onnx nor the compiler.
+times, so that a later process finds the entry without reading, hashing, let
+alone importing, a large model: a hit imports neither onnx nor the compiler (the
+one place vmrt finds a file again by its stat: hashing a model of hundreds of MB
+would cost more than loading its build).
 
 Files are written to a temporary name and renamed over; the record is written
 last, so a record names only whole files. The builds are bounded in total
@@ -22,6 +23,7 @@ read (a model's weights stay in the page cache).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import time
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Optional
 
 from vmrt.compiler.flags import compiler_identity, host_cpu_features
-from vmrt.vm import code_cache, module_cache
+from vmrt.vm import code_cache
 
 __all__ = ["CompileCache", "STATS", "compile_cache", "source_key"]
 
@@ -40,12 +42,19 @@ RECORD_VERSION = 1
 #: total over it deletes the least recently used builds (a hit refreshes its mtime).
 DEFAULT_MAX_BYTES = 4 << 30
 RECORD_SUFFIX = ".vcr"
-BUILD_SUFFIXES = (".vmfb", ".irpa", RECORD_SUFFIX)
+BUILD_SUFFIXES = (".vmfb", ".irpa", RECORD_SUFFIX, ".vca")
 MAX_RECORD_BYTES = 1 << 20
 STATS = code_cache.CacheStats()
 RECORD = code_cache.EntryKind(RECORD_SUFFIX, lambda entry: (
     type(entry) is dict and type(entry.get("vmfb")) is str
     and type(entry.get("vmfb_size")) is int), STATS)
+#: A source file's alias: its key by identity and change times -> its content digest.
+ALIAS = code_cache.EntryKind(".vca", lambda entry: type(entry) is bytes and len(entry) == 32,
+                             STATS)
+#: A file last changed at least this long ago (seconds) has its alias recorded: longer
+#: than the coarsest clock of common file systems (FAT's 2 s), so that a file changed
+#: again within its clock's tick is not taken for the one hashed.
+SETTLED_SECONDS = 3.0
 _folders: dict[str, "CompileCache"] = {}
 
 
@@ -158,7 +167,7 @@ def _vetted(path: str, size: object) -> bool:
         info = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISREG(info.st_mode) and code_cache._private(info) and info.st_size == size
+    return stat.S_ISREG(info.st_mode) and code_cache.is_private(info) and info.st_size == size
 
 
 def compile_cache() -> Optional[CompileCache]:
@@ -175,7 +184,7 @@ def compile_cache() -> Optional[CompileCache]:
 
 
 def content_digest(content: bytes) -> bytes:
-    return code_cache.blake2b(content, digest_size=32).digest()
+    return hashlib.blake2b(content, digest_size=32).digest()
 
 
 def source_key(cache: Optional[CompileCache], path: Optional[Path], content_of,
@@ -186,20 +195,32 @@ def source_key(cache: Optional[CompileCache], path: Optional[Path], content_of,
     digest = None
     alias = _file_alias(path) if path is not None else None
     if cache is not None and alias is not None:
-        digest = cache.folder.load(alias[0], module_cache.ALIAS)
+        digest = cache.folder.load(alias[0], ALIAS)
     if digest is None:
         digest = content_digest(content_of())
-        if cache is not None and alias is not None and module_cache.settled(alias[1]):
-            cache.folder.store(alias[0], digest, module_cache.ALIAS)
+        if cache is not None and alias is not None and _settled(alias[1]):
+            cache.folder.store(alias[0], digest, ALIAS)
     parts = ("compiled", RECORD_VERSION, _package_fingerprint(), compiler_identity(),
              host_cpu_features(), options, digest)
-    return code_cache.blake2b(repr(parts).encode(), digest_size=32).digest()
+    return hashlib.blake2b(repr(parts).encode(), digest_size=32).digest()
+
+
+_fingerprint: Optional[bytes] = None
 
 
 def _package_fingerprint() -> bytes:
-    """This package's sources by name, size and mtime (as code_cache keys vmrt's): the
-    flags and imports that made a build change with them."""
-    return code_cache.source_records(os.path.dirname(os.path.abspath(__file__)))[0]
+    """vmrt's build id and this package's sources (the flags and imports that made a
+    build change with them), found once per process."""
+    global _fingerprint
+    if _fingerprint is None:
+        vmrt_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        _fingerprint = code_cache.build_id() + code_cache.source_digest(vmrt_root,
+                                                                        ("compiler",))
+    return _fingerprint
+
+
+def _settled(info: os.stat_result) -> bool:
+    return time.time() - max(info.st_mtime, info.st_ctime) >= SETTLED_SECONDS
 
 
 def _file_alias(path: Path):
@@ -212,4 +233,4 @@ def _file_alias(path: Path):
         return None
     parts = ("source", RECORD_VERSION, os.path.abspath(path), info.st_dev, info.st_ino,
              info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-    return code_cache.blake2b(repr(parts).encode(), digest_size=32).digest(), info
+    return hashlib.blake2b(repr(parts).encode(), digest_size=32).digest(), info

@@ -210,11 +210,11 @@ def build_id() -> bytes:
     return _build_id
 
 
-def source_digest(root: str) -> bytes:
-    """A hash of the paths and contents of the *.py files of RUNTIME_PACKAGES under
-    vmrt's directory `root`; b"" when none can be read."""
+def source_digest(root: str, packages: tuple = RUNTIME_PACKAGES) -> bytes:
+    """A hash of the paths and contents of the *.py files of `packages` under vmrt's
+    directory `root`; b"" when none can be read."""
     digest, found = hashlib.blake2b(digest_size=32), 0
-    for package in RUNTIME_PACKAGES:
+    for package in packages:
         for directory, _, files in sorted(os.walk(os.path.join(root, package))):
             for name in sorted(f for f in files if f.endswith(".py")):
                 path = os.path.join(directory, name)
@@ -229,7 +229,7 @@ def source_digest(root: str) -> bytes:
     return digest.digest() if found else b""
 
 
-def _private(st: os.stat_result) -> bool:
+def is_private(st: os.stat_result) -> bool:
     """Whether a directory or file is the user's alone (see the module docstring)."""
     getuid = getattr(os, "getuid", None)
     if getuid is None:  # no POSIX ownership to check
@@ -256,7 +256,7 @@ class CodeCache:
                 st = os.stat(self.path)
         except (OSError, ValueError):  # unwritable parent, a file in the way, a NUL...
             return False
-        return stat.S_ISDIR(st.st_mode) and _private(st)
+        return stat.S_ISDIR(st.st_mode) and is_private(st)
 
     def entry_path(self, key: bytes, kind: EntryKind = CODE) -> str:
         return os.path.join(self.path, key.hex() + kind.suffix)
@@ -289,7 +289,7 @@ class CodeCache:
         try:
             with open(os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY), "rb") as file:
                 st = os.fstat(file.fileno())
-                if not stat.S_ISREG(st.st_mode) or not _private(st) \
+                if not stat.S_ISREG(st.st_mode) or not is_private(st) \
                         or st.st_size > max(self.max_bytes, HEADER.size):
                     stats.rejected += 1
                     return None, 0.0
