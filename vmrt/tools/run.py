@@ -47,6 +47,7 @@ from vmrt.vm.context import Context, Function, Instance
 from vmrt.vm.module import load_module
 from vmrt.modules.natives import explain_device_target, native_modules_for
 
+
 def add_arguments(parser) -> None:
     parser.add_argument("--module", action="append", default=[], metavar="FILE",
                         help="a .vmfb to register, in order (repeatable; `-` reads stdin); "
@@ -90,6 +91,10 @@ def add_arguments(parser) -> None:
     ignored = parser.add_argument_group("accepted for iree-run-module compatibility (no "
                                         "effect: module files are always mapped)")
     ignored.add_argument("--module_mode", default="preload", choices=("preload", "mmap"))
+    _add_limits_and_parameters(parser)
+
+
+def _add_limits_and_parameters(parser) -> None:
     limits = parser.add_argument_group("limits (for modules you do not trust; see vmrt.vm.limits)")
     limits.add_argument("--fuel", type=int, metavar="N",
                         help="instructions the call may execute (RESOURCE_EXHAUSTED beyond)")
