@@ -369,18 +369,14 @@ def test_cancel_from_another_thread(module, name):
 
 
 # -- memory --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("locked", [False, True], ids=["gil", "free-threaded"])
-def test_memory_counted_from_many_threads_adds_up(locked):
+def test_memory_counted_from_many_threads_adds_up():
     """Charges and releases from four threads switching every microsecond leave the
-    exact count: with a GIL the counter's updates are statements no thread switch
-    splits; free-threaded, each is under the meter's lock (tested here on a GIL)."""
+    exact count (the counter is under a lock)."""
     from vmrt.vm.limits import Meter
 
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     meter = Meter(Limits(max_memory=10**12), 100)
-    if locked:
-        meter._lock_memory()
 
     def work():
         for _ in range(20_000):

@@ -1,9 +1,9 @@
-"""Calls from outside generated code under limits (vmrt.vm.limits, vmrt.vm.codegen
-host_prologue): straight-line exports pay from fuel lent ahead (tickets in the Python
-tier, the thread's context in C), spent exactly, and a cancel or a deadline stops
-them all the same; a yielding export gives CUR back when its generator ends, so each
-call starts at depth 1 and is checked as an outermost call; calls into C are not
-trimmed to a first slice."""
+"""Calls from outside generated code under limits, through the meter's one host
+entry (vmrt.vm.limits, Meter.entry): straight-line exports are charged there,
+exactly, in both tiers, and a cancel or a deadline refuses them; each outermost call
+gets its deadline at its start, a yielding one keeps it across threads, and a
+nested call (a native module re-entering the context) continues from its import
+call site's depth; calls into C keep a whole slice from one call to the next."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 import vmrt
 from vmrt.asm import assemble
 from vmrt.errors import StatusCode, VMError
-from vmrt.vm.limits import Limits, Meter, current_guard
+from vmrt.vm.limits import Limits, current_guard
 
 SOURCE = """
 vm.module @entries version 0
@@ -57,6 +57,15 @@ vm.func @tick_and_yield(%i0: i32) -> (i32) {
   vm.yield ^bb1()
 ^bb1:
   vm.return %i0
+}
+
+// Calls the import, then counts to %i0 (sum_to): cannot yield.
+vm.export @tick_then_count
+vm.func @tick_then_count(%i0: i32) -> (i32) {
+^bb0:
+  %i1 = vm.call @host.tick(%i0)
+  %i1 = vm.call @sum_to(%i0)
+  vm.return %i1
 }
 
 // Calls the import, yields, then counts to %i0 (sum_to).
@@ -110,7 +119,7 @@ def tiers(program: bytes, tier: str) -> str:
     return tier
 
 
-# -- fuel lent to straight-line entries -------------------------------------------------------
+# -- straight-line entries ----------------------------------------------------------------------
 @pytest.mark.parametrize("tier", ["python", "c"])
 def test_straight_line_calls_spend_exactly_their_cost(program, tier):
     budget = 5000 * BUMP_COST + 3
@@ -119,7 +128,7 @@ def test_straight_line_calls_spend_exactly_their_cost(program, tier):
     assert hasattr(bump.entry, "vmrt_c_ordinal") == (tier == "c")
     for calls in range(1, 5001):
         assert bump() == calls
-        if calls % 997 == 0:  # (fuel lent counts as remaining)
+        if calls % 997 == 0:
             assert ctx.fuel_remaining == budget - calls * BUMP_COST
     with pytest.raises(VMError) as info:
         bump()
@@ -133,12 +142,12 @@ def test_straight_line_calls_spend_exactly_their_cost(program, tier):
 @pytest.mark.parametrize("tier", ["python", "c"])
 @pytest.mark.parametrize("stop, code", [("cancel", StatusCode.CANCELLED),
                                         ("deadline", StatusCode.DEADLINE_EXCEEDED)])
-def test_stopping_refuses_calls_that_hold_fuel_lent(program, tier, stop, code):
+def test_a_cancel_or_a_deadline_refuses_straight_line_calls(program, tier, stop, code):
     ctx = context(program, tiers(program, tier), fuel=10**6)
     bump = ctx.function("entries.bump")
     assert hasattr(bump.entry, "vmrt_c_ordinal") == (tier == "c")
     for _ in range(10):
-        bump()  # (fuel lent: the next calls are paid for)
+        bump()
     if stop == "cancel":
         ctx.cancel()
     else:
@@ -146,6 +155,7 @@ def test_stopping_refuses_calls_that_hold_fuel_lent(program, tier, stop, code):
     with pytest.raises(VMError) as info:
         bump()
     assert info.value.code == code
+    assert "entries.bump" in str(info.value)
     assert ctx.fuel_remaining == 10**6 - 10 * BUMP_COST
     ctx.clear_cancel()
     ctx.set_deadline(None)
@@ -166,19 +176,18 @@ def test_a_yielding_export_leaves_the_depth_as_it_found_it(program):
     assert info.value.code == StatusCode.CANCELLED
 
 
-def test_a_yielding_call_counts_its_timeout_from_its_start(program):
+@pytest.mark.parametrize("name", ["tick_yield_count", "tick_then_count"])
+def test_a_call_counts_its_timeout_from_its_start(program, name):
     """Its entry starts its deadline: a slow import before its first check point
     counts (timed from that check point, the call would end well inside it)."""
     host = Host()
     ctx = context(program, host=host, timeout=0.2)
-    count = ctx.function("entries.tick_yield_count")
-    assert count(300_000) == 300_000  # (~0.03 s; leaves fuel: no check point at entry)
+    count = ctx.function(f"entries.{name}")
+    assert count(3000) == 3000
     host.delay = 0.3
-    started = time.monotonic()
     with pytest.raises(VMError) as info:
-        count(300_000)  # (its slices refill, each a check point)
+        count(3000)  # (its slices refill, each a check point)
     assert info.value.code == StatusCode.DEADLINE_EXCEEDED
-    assert time.monotonic() - started < 0.3 + 0.1
     assert current_guard() is None  # (the call's guard went with it)
     host.delay = 0
     assert count(10) == 10  # (the next call has its own deadline)
@@ -208,26 +217,47 @@ def test_a_suspended_call_keeps_its_deadline_on_another_thread(program):
     assert errors == [StatusCode.DEADLINE_EXCEEDED]
 
 
+# -- host re-entry -------------------------------------------------------------------------------
+def test_a_native_module_re_entering_continues_from_the_call_site_depth(program):
+    """A call from the import (nested in the context's call on this thread) runs one
+    frame deeper than the import call site, and the depth goes back after it: with
+    max_depth 3, tick_then_count (depth 1) -> tick -> sum_to (depth 2) fits, as
+    many times as the import re-enters."""
+    calls = []
+
+    class Reentering(Host):
+        @vmrt.export("0i_i")
+        def tick(self, x):
+            calls.extend(ctx.function("entries.sum_to")(5) for _ in range(3))
+            return x + 1
+    ctx = context(program, host=Reentering(), max_depth=2)
+    assert ctx.function("entries.tick_then_count")(4) == 4
+    assert calls == [5, 5, 5]
+    deep = context(program, host=Reentering(), max_depth=1)
+    with pytest.raises(VMError) as info:
+        deep.function("entries.tick_then_count")(4)
+    assert info.value.code == StatusCode.RESOURCE_EXHAUSTED
+
+
 # -- slices ---------------------------------------------------------------------------------
 def refills_of(ctx, calls) -> int:
     """How many times the context's meter refilled its slice during `calls()`."""
     meter, counted = ctx.meter, []
-    refill_with = meter.refill_with
+    refill = meter.refill
 
     def counting(*args, **kwargs):
         counted.append(1)
-        return refill_with(*args, **kwargs)
-    meter.refill_with = counting
+        return refill(*args, **kwargs)
+    meter.refill = counting  # (what the C tier's code calls back)
     try:
         calls()
     finally:
-        del meter.refill_with
+        del meter.refill
     return len(counted)
 
 
 def test_calls_into_c_under_a_timeout_keep_a_whole_slice(program):
-    """C makes no imports: its calls are not trimmed to FIRST_SLICE at their start,
-    so calls of a few thousand instructions refill once a slice, not each call."""
+    """Calls of a few thousand instructions refill once a slice, not each call."""
     ctx = context(program, tiers(program, "c"), fuel=10**12, timeout=60)
     sum_to = ctx.function("entries.sum_to")
     assert hasattr(sum_to.entry, "vmrt_c_ordinal")
@@ -238,15 +268,3 @@ def test_calls_into_c_under_a_timeout_keep_a_whole_slice(program):
     with pytest.raises(VMError) as info:
         sum_to(3)
     assert info.value.code == StatusCode.CANCELLED
-
-
-def test_a_trimmed_slice_grows_back_at_once(program, monkeypatch):
-    """With a timeout each outermost call starts with FIRST_SLICE; its next slice may
-    grow back to the size trimmed (at the pace measured), not climb twofold again."""
-    monkeypatch.setattr(Meter, "SLICE_SECONDS", 3600.0)  # (the pace never limits here)
-    ctx = context(program, fuel=10**12, timeout=3600)
-    sum_to = ctx.function("entries.sum_to")
-    for _ in range(5):
-        sum_to(20_000)
-    refills = refills_of(ctx, lambda: [sum_to(20_000) for _ in range(10)])
-    assert refills <= 20  # (climbing from 1024 to 60001 twofold takes 6 a call)

@@ -1,12 +1,10 @@
-"""Loops under limits run in batches of iterations paid in advance (vmrt.vm.codegen,
-Loop): self-loops, simple cycles of blocks (the test and the body of an ordinary
-loop), nested loops (each level batched, an inner loop keeping its batch from one
-run to the next). Batches change nothing a host can see: fuel runs out at the very
-block, with the same error, globals and fuel left, as when every block pays for
-itself; a failing block leaves the same fuel; REFILL (where deadlines and
-cancellation are checked) is asked as often; a call stopped by its deadline or a
-cancel has spent exactly the fuel that runs out at the same point; and the C tier
-agrees."""
+"""Loops under limits (vmrt.vm.codegen, Loop: self-loops, simple cycles of blocks,
+nested loops) are charged per block as the dispatch charges them, so Python loops
+change nothing a host can see: fuel runs out at the very block, with the same
+error, globals and fuel left, as when every block runs from the dispatch; a failing
+block leaves the same fuel; REFILL (where deadlines and cancellation are checked) is
+asked as often; a call stopped by its deadline or a cancel has spent exactly the
+fuel that runs out at the same point; and the C tier agrees."""
 
 from __future__ import annotations
 
@@ -281,12 +279,12 @@ def program() -> bytes:
 
 
 @pytest.fixture
-def unbatched(monkeypatch):
+def dispatch_only(monkeypatch):
     """Has the code generator charge every block itself (no Loop), in fresh code."""
-    def unbatched_code():
+    def dispatch_only_code():
         monkeypatch.setenv("VMRT_CACHE", "0")
         monkeypatch.setattr(codegen.FunctionGenerator, "loops", lambda self: {})
-    return unbatched_code
+    return dispatch_only_code
 
 
 def run(program: bytes, name: str, args, **limits):
@@ -313,60 +311,63 @@ def every_budget(program, name, args):
     return range(fuel_needed(program, name, args) + 2)
 
 
-def budgets_across_batches(program, name, args):
+def budgets_across_slices(program, name, args):
     needed = fuel_needed(program, name, args)
     return sorted({*range(0, needed + 2, 97), *range(max(0, needed - 40), needed + 2)})
 
 
 @pytest.mark.parametrize("calls, budgets", [(CALLS, every_budget),
-                                            (LONG_CALLS, budgets_across_batches)],
-                         ids=["every-budget", "across-batches"])
-def test_fuel_runs_out_where_it_does_when_each_block_pays(program, unbatched, calls, budgets):
-    batched = outcomes(program, calls, budgets)
+                                            (LONG_CALLS, budgets_across_slices)],
+                         ids=["every-budget", "across-slices"])
+def test_fuel_runs_out_where_it_does_when_each_block_pays(program, dispatch_only, calls,
+                                                          budgets):
+    in_loops = outcomes(program, calls, budgets)
     assert any(outcome[0][0] == "error" and outcome[0][1] == "FuelExhausted"
-               for outcome in batched.values())
-    unbatched()
-    assert outcomes(program, calls, budgets) == batched
+               for outcome in in_loops.values())
+    dispatch_only()
+    assert outcomes(program, calls, budgets) == in_loops
 
 
 @pytest.mark.parametrize("failing_iteration", [1, 2, 255, 256, 257, 600])
-def test_a_block_failing_in_a_batch_leaves_the_fuel_it_would(program, unbatched,
-                                                            failing_iteration):
-    batched = run(program, "fails_midway", (failing_iteration,), fuel=10**7)
-    assert batched[0][1] == "VMError" and "division by zero" in batched[0][2]
-    assert batched[1] == failing_iteration
-    unbatched()
-    assert run(program, "fails_midway", (failing_iteration,), fuel=10**7) == batched
+def test_a_block_failing_in_a_loop_leaves_the_fuel_it_would(program, dispatch_only,
+                                                           failing_iteration):
+    in_loops = run(program, "fails_midway", (failing_iteration,), fuel=10**7)
+    assert in_loops[0][1] == "VMError" and "division by zero" in in_loops[0][2]
+    assert in_loops[1] == failing_iteration
+    dispatch_only()
+    assert run(program, "fails_midway", (failing_iteration,), fuel=10**7) == in_loops
 
 
-def test_refill_is_asked_as_often_as_when_each_block_pays(program, unbatched, monkeypatch):
-    """Deadlines and cancellation are checked at each refill: batches ask for fuel
-    (a fixed slice here) as many times, after as much work."""
-    monkeypatch.setattr(Meter, "_next_slice", lambda self, max_slice: 1000)
+def test_refill_is_asked_as_often_as_when_each_block_pays(program, dispatch_only,
+                                                          monkeypatch):
+    """Deadlines and cancellation are checked at each refill: loops ask for fuel (a
+    fixed slice here) as many times, after as much work."""
+    monkeypatch.setattr(Meter, "MIN_SLICE", 1000)  # (every slice 1000)
+    monkeypatch.setattr(Meter, "MAX_SLICE", 1000)
     asked = []
-    refill_with = Meter.refill_with
+    refill = Meter.refill
 
-    def counted(self, cost, error, max_slice=0):
-        asked.append((self.fuel_cell.cell_contents, cost))
-        return refill_with(self, cost, error, max_slice)
-    monkeypatch.setattr(Meter, "refill_with", counted)
+    def counted(self, cost, max_slice=0):
+        asked.append((self.fuel_remaining, cost))
+        return refill(self, cost, max_slice)
+    monkeypatch.setattr(Meter, "refill", counted)
 
     def refills():
         asked.clear()
         for name, args in LONG_CALLS[:-1]:
             run(program, name, args, fuel=10**6)
         return list(asked)
-    batched = refills()
-    assert len(batched) > 20
-    unbatched()
-    assert refills() == batched
+    in_loops = refills()
+    assert len(in_loops) > 20
+    dispatch_only()
+    assert refills() == in_loops
 
 
 @pytest.mark.parametrize("stop", ["deadline", "cancel"])
 def test_a_nested_loop_stopped_early_spent_exactly_what_runs_out_there(program, stop):
-    """Stopped at a refill by its deadline or a cancel, a call of nested loops gives
-    back what their batches held: a budget of exactly the fuel it spent runs out at
-    the very block it stopped at, with as many inner iterations run."""
+    """Stopped at a refill by its deadline or a cancel, a call of nested loops has
+    spent exactly what a budget that runs out at the very block it stopped at holds,
+    with as many inner iterations run."""
     ctx = vmrt.Context(modules=[vmrt.load_module(program)],
                        limits=Limits(fuel=10**12, timeout=0.05 if stop == "deadline" else None))
     canceller = threading.Timer(0.05, ctx.cancel)

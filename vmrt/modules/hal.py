@@ -166,7 +166,7 @@ def guarded_call(meter, fn, *args):
     if guard is not None and guard.meter is meter:  # (the call's, current since its entry)
         guard.check()
         return fn(*args)
-    token = meter.enter_guard(sys._getframe())  # (what `with guarded(meter)` does, cheaper)
+    token = meter.enter_guard()  # (what `with guarded(meter)` does, cheaper)
     try:
         return fn(*args)
     finally:
@@ -186,7 +186,7 @@ def _queue_call(meter, queue_method, queue_affinity, wait_fence, signal_fence, *
     if guard is not None and guard.meter is meter:
         guard.check()
         return queue_method(queue_affinity, wait, signal, *args)
-    token = meter.enter_guard(sys._getframe())
+    token = meter.enter_guard()
     try:
         return queue_method(queue_affinity, wait, signal, *args)
     finally:

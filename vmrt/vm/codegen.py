@@ -8,7 +8,7 @@ decoding, dict lookups or allocation. Blocks become `if blk == N:` arms of one
 next arm and only backward branches pay a `continue`; a block that branches to
 itself becomes its own inner `while True:` loop (the hot shape of compiled loops),
 and so does a short cycle of blocks, the test and the body of an ordinary loop
-(Loop; with limits, run on batches of iterations paid in advance, nested loops too).
+(Loop).
 
 Per-context state (globals storage, rodata buffers, resolved imports, the other
 functions) is read through the generated code's module globals, which the module
@@ -26,6 +26,7 @@ from typing import NamedTuple
 from vmrt.isa.decoder import Decoded
 from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
+from vmrt.vm import generated_abi
 from vmrt.vm.cconv import register_names, walk_fragment
 
 IMPORT_BIT = 0x80000000
@@ -64,23 +65,6 @@ def cconv_registers(fragment: str) -> list[str]:
     return register_names(fragment)
 
 
-def host_prologue(static_cost: int | None, depth: bool, pay: str = "METER.pay",
-                  watch: str = "WATCH") -> str:
-    """What a call from outside generated code (the host, another module, a native
-    module re-entering the context) does first, as source on the context's cells. A
-    straight-line function (`static_cost`: its instruction count, which its callers in
-    generated code pay) takes a ticket of that cost (vmrt.vm.limits, Meter.pay, called
-    `pay` here) when one is lent, else pays: no int made, no WATCH read (taking the
-    tickets back stops such calls). Any other: an outermost call (CUR 0) starts with
-    BEGIN_CALL when `watch` is up (WATCH, or STOP for a call into C: vmrt.vm.limits);
-    with `depth`, `base` is the depth of the import call site that left it in CUR."""
-    if static_cost:
-        return f"if next(TICKETS_{static_cost}, None) is None: {pay}({static_cost})"
-    if depth:
-        return f"base = CUR\nif {watch} and not base: BEGIN_CALL()"
-    return f"if {watch} and not CUR: BEGIN_CALL()"
-
-
 @dataclass
 class CallTarget:
     """What the generator needs to know about a callee."""
@@ -96,57 +80,22 @@ class CallTarget:
 
 #: Simple cycles of blocks become Python loops up to these sizes: their code is
 #: emitted twice (the loop; and block by block in the dispatch, for code entering
-#: them past their first block and for a batch's last iteration), and in a larger
+#: them past their first block), and in a larger
 #: loop the dispatch and per-block charges are a small part of an iteration.
 MAX_LOOP_BLOCKS = 4
 MAX_LOOP_INSTRUCTIONS = 64
 
-#: Iterations a batched loop pays for at once, at most: enough that starting a batch
-#: (about 20 bytecodes) is a small part of their cost; few enough that the items of
-#: COUNTDOWN, which a batch's `for` runs through to count what is left, are all
-#: CPython's cached small ints.
-LOOP_BATCH = 256
-COUNTDOWN = tuple(range(LOOP_BATCH - 1, -1, -1))
-#: Iterations one item of a batch pays for (the loop's code is emitted that many times
-#: over in its `for`): taking an item costs about a tenth of a short loop's iteration
-#: (measured: a two-block loop under limits 1.10x its time without, 1.05x by pairs,
-#: 1.02x by fours).
-LOOP_UNROLL = 1
-
-
-def unrun_cost(error: BaseException, costs: tuple[int, ...]) -> int:
-    """UNRUN of generated code: what a batched loop was paid for the blocks of the
-    iteration `error` stopped that did not run. `costs[k]`: for an error raised k lines
-    above the line asking (its handler), the fuel of the loop's blocks after that line's."""
-    tb = error.__traceback__  # (its first entry: the generated frame handling it)
-    above = tb.tb_frame.f_lineno - tb.tb_lineno
-    return costs[above] if 0 <= above < len(costs) else 0
-
-
 class Loop(NamedTuple):
-    """Blocks emitted as one Python loop (`while True:`, or a batch's `for`): each
-    continues in the next by falling into its code, or leaves (`blk = N; break`); the
-    last continues in the first (`continue`). Batched (limits), `rest` holds per block
-    the fuel of the blocks after it in an iteration, given back when one leaves from
-    it; None: each block charges itself, as in the dispatch. A batched loop may pass
-    through the first block of batched `inner` loops (not its own first): each runs
-    there as a whole, paid from its own batches."""
+    """Blocks emitted as one Python loop (`while True:`): each continues in the next
+    by falling into its code, or leaves (`blk = N; break`); the last continues in the
+    first (`continue`). With limits each block charges itself, as in the dispatch."""
 
     blocks: tuple[int, ...]
-    rest: tuple[int, ...] | None = None
-    inner: tuple["Loop", ...] = ()
-    continues: bool = False  # (an unrolled copy: the last block falls into the next copy)
 
     def after(self, block: int) -> int | None:
         """The block that follows `block` in an iteration (None: it is the last)."""
         position = self.blocks.index(block) + 1
-        if position < len(self.blocks):
-            return self.blocks[position]
-        return self.blocks[0] if self.continues else None
-
-    def nested(self, block: int) -> "Loop | None":
-        """The inner loop that starts at `block`, if any."""
-        return next((loop for loop in self.inner if loop.blocks[0] == block), None)
+        return self.blocks[position] if position < len(self.blocks) else None
 
 
 def simple_cycles(successors: list[set[int]]) -> list[tuple[int, ...]]:
@@ -181,7 +130,7 @@ def entered_at(cycle: tuple[int, ...], predecessors: list[set[int]]) -> tuple[in
 def inner_first(cycles: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     """`cycles` (each from its entry), those nested in others first, then the shorter:
     a cycle through the first block of another, not through all of its blocks, holds
-    it (Loop.inner), so comes after it."""
+    it, so comes after it."""
     depths: dict[int, int] = {}
 
     def depth(i: int, seen: frozenset) -> int:
@@ -208,7 +157,6 @@ class FunctionPlan:
     call_target: object = None  # callable (ordinal_or_import_bit) -> CallTarget
     options: "CodegenOptions" = None  # what to weave into the code besides the semantics
     static_cost: int | None = None  # this function is straight-line: its instruction count
-    host_entry: bool = False  # limits: the variant called from outside generated code
 
     def __post_init__(self):
         if self.options is None:
@@ -230,19 +178,12 @@ class CodegenOptions(NamedTuple):
     fails (RESOURCE_EXHAUSTED) when it exceeds MAXD. Fuel is a counter `FUEL`
     shared by the context's functions (a closure cell): each block charges its
     instruction count on entry (`FUEL -= n`) and calls REFILL(n) when the
-    counter goes negative; REFILL, in the context, takes fuel from the budget
-    in slices and checks the deadline and cancellation. Three shapes keep this
-    cheap (a compare costs as much as an add here, and either makes an int): a
-    straight-line function (one block, calls only to such functions) is charged
-    by its caller's block, so it pays nothing itself and neither takes nor checks
-    a depth (it cannot recurse); called from outside generated code, it takes a
-    ticket (host_prologue). A loop that calls nothing that charges fuel (a
-    self-loop, a short simple cycle of blocks, or one whose cycle runs inner
-    such loops: Loop) runs on batches, `for _left in _paid`, each item paying
-    LOOP_UNROLL iterations in advance; what a run leaves paid is kept for the
-    next run and given back before anything else could need it
-    (emit_batched_loop). Import call sites leave the depth in the cell `CUR`,
-    where a host re-entering the context finds it.
+    counter goes negative (vmrt.vm.limits, Meter.refill). A straight-line
+    function (one block, calls only to such functions) is charged by its
+    caller's block, so it pays nothing itself and neither takes nor checks a
+    depth (it cannot recurse); its host entry charges it (Meter.entry). Import
+    call sites leave the depth in the cell `CUR`, where a host re-entering the
+    context finds it. The names are declared in vmrt.vm.generated_abi.
     """
 
     checkpoints: bool = False
@@ -276,7 +217,6 @@ class FunctionGenerator:
         self.out = _Emitter()
         self.block_index = {pc: i for i, (pc, _) in enumerate(plan.blocks)}
         self.temp_counter = 0
-        self.held: list[Loop] = []  # batched loops: the fuel they hold (emit_batched_loop)
 
     # -- helpers ------------------------------------------------------------------------
     def block_id(self, pc: int) -> int:
@@ -303,20 +243,14 @@ class FunctionGenerator:
         params = cconv_registers(plan.arguments)
         out = self.out
         limits = plan.checkpoints
-        host = limits and plan.host_entry
-        entry = f"E{plan.ordinal}" if host else f"F{plan.ordinal}"
+        entry = f"F{plan.ordinal}"
         # (with limits, its depth last; not a straight-line function's: it is unchecked)
-        depth = limits and not host and plan.static_cost is None
+        depth = limits and plan.static_cost is None
         out.emit(0, f"def {entry}({', '.join(params + ['D'] if depth else params)}):")
         if limits:
             self.emit_limits_prologue()
-        host_body_start = len(out.lines)
         self.emit_registers(params)
         loops = self.loops()
-        self.held = [loop for loop in loops.values() if loop.rest is not None]
-        if self.held:
-            out.emit(1, self.each_held("_paid{} = ", "()"))
-            out.emit(1, self.each_held("_left{} = ", "0"))
         body_start = len(out.lines)
         if len(plan.blocks) == 1 and not loops:
             self.emit_block(0, 1)
@@ -330,14 +264,8 @@ class FunctionGenerator:
                     self.emit_loop(loops[index], 3)
                 else:
                     self.emit_block(index, 3)
-        if self.held:  # (what the loops hold prepaid goes back if the call fails)
-            self.wrap_body(body_start, "try:",
-                           f"except BaseException:\n    FUEL += {self.held_fuel()}\n    raise")
         if plan.options.instrumented:
             self.wrap_instrumented(body_start)
-        if host and plan.static_cost is None and \
-                any(self.calls_in(instructions) for _, instructions in plan.blocks):
-            self.wrap_host_entry(host_body_start)
         if limits:
             self.wrap_limits_scope()
         return GeneratedFunction("\n".join(out.lines) + "\n", out.pcs, entry)
@@ -392,81 +320,27 @@ class FunctionGenerator:
         return own + sum(t.static_cost or 0 for t in self.calls_in(instructions)
                          if t.kind == "internal")
 
-    def charges_elsewhere(self, instructions) -> bool:
-        """Whether the instructions run code that uses FUEL (a callee that charges, a
-        host import that may re-enter the context) or leave the frame (a yield)."""
-        # A yieldable call is judged by its callee, like any call.
-        return any(d.instruction.may_yield and not d.instruction.is_call
-                   for d in instructions) or any(
-            self.charges(t) for t in self.calls_in(instructions))
-
-    @staticmethod
-    def charges(target: CallTarget) -> bool:
-        """Whether calling `target` runs code that uses FUEL (see charges_elsewhere)."""
-        return target.kind == "import" or target.static_cost is None
-
     def emit_limits_prologue(self) -> None:
         calls = [t for _, instructions in self.plan.blocks for t in self.calls_in(instructions)]
-        host, static = self.plan.host_entry, self.plan.static_cost
         out = self.out
         out.pc = None
-        if static is not None:  # (paid by its callers, or a ticket; it cannot recurse)
-            if host:
-                out.emit(1, host_prologue(static, False))
-        else:
-            # A host entry restores CUR only when a call below it can move CUR.
-            moves_cur = host and bool(calls) or any(t.kind == "import" for t in calls)
-            out.emit(1, "nonlocal FUEL, CUR" if moves_cur else "nonlocal FUEL")
-            if host:
-                out.emit(1, host_prologue(None, True) + "\nD = base + 1")
-            out.emit(1, "if D > MAXD: DEPTH_EXCEEDED(D)")
+        if self.plan.static_cost is not None:  # (paid by its callers; it cannot recurse)
+            return
+        imports = any(t.kind == "import" for t in calls)
+        out.emit(1, "nonlocal FUEL, CUR" if imports else "nonlocal FUEL")
+        out.emit(1, "if D > MAXD: DEPTH_EXCEEDED(D)")
         if any(t.kind == "internal" and t.static_cost is None for t in calls):
             out.emit(1, "D1 = D + 1")
 
     def emit_charge(self, index: int, indent: int) -> None:
         cost = self.block_cost(index)
-        self.out.emit(indent, f"FUEL -= {cost}")
-        self.emit_refill(cost, indent)
-
-    def emit_refill(self, cost: int, indent: int) -> None:
-        """The slow path of a charge of `cost`: FUEL went negative. What the loops hold
-        prepaid comes back first, so REFILL is asked where unbatched code asks it."""
-        if not self.held:
-            self.out.emit(indent, f"if FUEL < 0: REFILL({cost})")
-            return
-        self.out.emit(indent, "if FUEL < 0:")
-        self.emit_release_held(indent + 1)
-        self.out.emit(indent + 1, f"if FUEL < 0: REFILL({cost})")
-
-    # -- fuel batched loops hold (see emit_batched_loop) -------------------------------------------
-    def each_held(self, template: str, value: str) -> str:
-        """`template` filled with each batched loop's first block, chained
-        (`_left2 = _left7 = 0`)."""
-        return "".join(template.format(loop.blocks[0]) for loop in self.held) + value
-
-    def held_fuel(self) -> str:
-        """An expression: the fuel the batched loops hold prepaid."""
-        return " + ".join(f"_left{loop.blocks[0]} * {self.ticket_cost(loop)}"
-                          for loop in self.held)
-
-    def emit_release_held(self, indent: int) -> None:
-        """What the batched loops hold prepaid, back into FUEL (their next runs pay anew).
-        Never in a batched loop's body (it would iterate on over what it gave back)."""
-        self.out.emit(indent, f"FUEL += {self.held_fuel()}\n" + self.each_held("_left{} = ", "0") +
-                      "\n" + self.each_held("_paid{} = ", "()"))
-
-    def wrap_host_entry(self, body_start: int) -> None:
-        """Encloses a host entry's body in try/finally: CUR goes back to the caller's."""
-        self.wrap_body(body_start, "try:", "finally:\n    CUR = base")
+        self.out.emit(indent, f"FUEL -= {cost}\nif FUEL < 0: REFILL({cost})")
 
     def wrap_limits_scope(self) -> None:
-        """Nests the function in a scope holding FUEL, CUR and WATCH (and the tickets of
-        a straight-line host entry), so that they are closure cells (the context binds
-        its own cells: vmrt.vm.module, vmrt.vm.limits)."""
+        """Nests the function in a scope holding FUEL and CUR, so that they are closure
+        cells (the context binds its meter's: vmrt.vm.module, vmrt.vm.limits)."""
         out = self.out
-        cells = ["FUEL", "CUR", "WATCH"]
-        if self.plan.host_entry and self.plan.static_cost:
-            cells.append(f"TICKETS_{self.plan.static_cost}")
+        cells = list(generated_abi.CELLS)
         # `global`: the function's calls of itself must not find it in this scope.
         out.lines[:] = [f"def LIMITS_SCOPE({', '.join(cells)}):",
                         f"    global F{self.plan.ordinal}"] + \
@@ -516,8 +390,7 @@ class FunctionGenerator:
         """The loops emitted as Python loops, by the block they start at (see Loop):
         every self-loop, and simple cycles of up to MAX_LOOP_INSTRUCTIONS instructions;
         inner and shorter cycles first, no block in two but the first block of a
-        batched inner loop. With limits, those that call nothing that charges fuel run
-        in batches."""
+        """
         count = len(self.plan.blocks)
         successors = [set(self.successors(i)) for i in range(count)]
         predecessors = [set() for _ in range(count)]
@@ -527,127 +400,26 @@ class FunctionGenerator:
         taken, loops = set(), {}
         cycles = [entered_at(cycle, predecessors) for cycle in simple_cycles(successors)]
         for cycle in inner_first(cycles):
-            inner = tuple(loops[b] for b in cycle[1:] if b in loops and loops[b].rest is not None)
-            if taken.intersection(cycle) != {loop.blocks[0] for loop in inner}:
+            if taken.intersection(cycle):
                 continue
-            emitted = set(cycle).union(*(loop.blocks for loop in inner))
-            size = sum(len(self.plan.blocks[i][1]) for i in emitted)
+            size = sum(len(self.plan.blocks[i][1]) for i in cycle)
             if len(cycle) > 1 and size > MAX_LOOP_INSTRUCTIONS:
                 continue
-            rest = self.batch_rest(cycle, inner)
-            if rest is None and inner:
-                continue  # (an unbatched loop runs its inner loops from the dispatch)
-            loops[cycle[0]] = Loop(cycle, rest, inner)
+            loops[cycle[0]] = Loop(cycle)
             taken.update(cycle)
         return loops
 
-    def batch_rest(self, cycle: tuple[int, ...], inner: tuple[Loop, ...]):
-        """Loop.rest of `cycle` run in batches (with limits, when nothing in it charges
-        fuel elsewhere), else None. The first blocks of `inner` loops cost nothing here."""
-        headers = {loop.blocks[0] for loop in inner}
-        if not self.plan.checkpoints or self.plan.static_cost is not None or any(
-                self.charges_elsewhere(self.plan.blocks[i][1]) for i in cycle if i not in headers):
-            return None
-        costs = [0 if i in headers else self.block_cost(i) for i in cycle]
-        return tuple(sum(costs[position + 1:]) for position in range(len(cycle)))
-
     def emit_loop(self, loop: Loop, indent: int) -> None:
-        if loop.rest is not None:
-            self.emit_batched_loop(loop, indent)
-            return
         self.out.emit(indent, "while True:")
         for index in loop.blocks:
             self.emit_block(index, indent + 1, loop)
 
-    def emit_batched_loop(self, loop: Loop, indent: int, nested: bool = False) -> None:
-        """A loop run on iterations paid in advance (see CodegenOptions): `_paid<h>` (h:
-        its first block) iterates over up to LOOP_BATCH items, each paying LOOP_UNROLL
-        iterations; `_left<h>` counts those after the current one. What one run of the
-        loop leaves paid stays for its next run (the inner loop of a nested one starts
-        for nothing), and goes back into FUEL when the function returns or raises,
-        calls code that charges, or runs short (emit_release_held). Leaving the loop
-        gives back what the blocks after the one left from were paid; raising in it,
-        too (found from the line that raised: UNRUN; a `try` per block would cost each
-        iteration). When fuel for an item is not there, the header runs alone, charged
-        as in the dispatch (and the rest of that iteration in the dispatch), so REFILL
-        is asked at the very block where unbatched code would ask; a `nested` loop goes
-        there first, leaving the loops around it (emit_nested_loop: a refill in their
-        body would give back what they iterate on)."""
-        header, ticket, batch = loop.blocks[0], self.ticket_cost(loop), LOOP_BATCH
-        paid, left = f"_paid{header}", f"_left{header}"
-        out = self.out
-        out.emit(indent, f"while True:\n    try:\n        for {left} in {paid}:")
-        first = len(out.lines)
-        unrun = self.emit_loop_body(loop, indent + 3)
-        out.pc = self.plan.blocks[header][0]
-        out.emit(indent + 2, f"else:  # (none left: the next batch)\n"
-                             f"    if FUEL >= {batch * ticket}:\n        FUEL -= {batch * ticket}\n"
-                             f"        {left}, {paid} = {batch}, iter(COUNTDOWN)\n"
-                             f"        continue\n    _n = FUEL // {ticket}\n    if not _n:")
-        if nested:
-            out.emit(indent + 4, f"blk = {header}\nbreak")
-        else:  # (its edges leave the while, `blk = N; break`, or retry a batch: `continue`)
-            self.emit_block(header, indent + 4, Loop((header,)))
-        out.emit(indent + 3, f"FUEL -= _n * {ticket}\n{left}, {paid} = _n, iter(COUNTDOWN[-_n:])\n"
-                             "continue")
-        handler = len(out.lines) + 1
-        costs = [0] * (handler - first + 1)
-        for line, rest in enumerate(unrun, first):
-            costs[handler - line] = rest
-        out.emit(indent + 1, f"except BaseException as _e:\n    FUEL += UNRUN(_e, {tuple(costs)})\n"
-                             "    raise\nbreak")
-
-    def emit_loop_body(self, loop: Loop, indent: int) -> list[int]:
-        """The blocks of batched `loop`, once for each iteration an item pays (each copy
-        but the last falls into the next); per line emitted, the fuel of the blocks
-        after it in those iterations (for UNRUN)."""
-        cost, copies, unrun = self.loop_cost(loop), self.unroll(loop), []
-        for copy in range(copies):
-            later = (copies - 1 - copy) * cost
-            body = loop._replace(rest=tuple(r + later for r in loop.rest),
-                                 continues=copy < copies - 1)
-            for index, rest in zip(body.blocks, body.rest):
-                lines = len(self.out.lines)
-                if loop.nested(index) is None:
-                    self.emit_block(index, indent, body)
-                else:
-                    self.emit_nested_loop(body, index, indent)
-                unrun += [rest] * (len(self.out.lines) - lines)
-        return unrun
-
-    def emit_nested_loop(self, loop: Loop, header: int, indent: int) -> None:
-        """The inner loop starting at `header` inside batched `loop`: when it leaves
-        to the block after `header` in `loop`, that block's code follows; anywhere
-        else, `loop` is left too."""
-        self.emit_batched_loop(loop.nested(header), indent, nested=True)
-        following = loop.after(header)
-        out, rest = self.out, loop.rest[loop.blocks.index(header)]
-        out.emit(indent, f"if blk != {loop.blocks[0] if following is None else following}:")
-        out.emit(indent + 1, f"FUEL += {rest}\nbreak" if rest else "break")
-        if following is None:
-            out.emit(indent, "continue")
-
-    def loop_cost(self, loop: Loop) -> int:
-        """Fuel one iteration of `loop` costs (its inner loops pay for themselves)."""
-        return sum(self.block_cost(i) for i in loop.blocks if loop.nested(i) is None)
-
-    @staticmethod
-    def unroll(loop: Loop) -> int:
-        """Iterations one item of a batch of `loop` pays for (a loop holding inner ones
-        is not copied: its iterations are long, and it would copy them too)."""
-        return 1 if loop.inner else LOOP_UNROLL
-
-    def ticket_cost(self, loop: Loop) -> int:
-        """Fuel one item of a batch of `loop` pays."""
-        return self.unroll(loop) * self.loop_cost(loop)
-
     # -- blocks ---------------------------------------------------------------------------------
     def emit_block(self, index: int, indent: int, loop: Loop | None = None) -> None:
-        """Block `index` in the dispatch (charged, with limits) or in `loop`."""
+        """Block `index` in the dispatch or in `loop` (charged, with limits)."""
         pc, instructions = self.plan.blocks[index]
         out = self.out
-        if self.plan.checkpoints and self.plan.static_cost is None and \
-                (loop is None or loop.rest is None):
+        if self.plan.checkpoints and self.plan.static_cost is None:
             out.pc = pc
             self.emit_charge(index, indent)
         instrumented = self.plan.options.instrumented
@@ -693,10 +465,6 @@ class FunctionGenerator:
         elif target == following:
             pass  # (on into the next block's code)
         else:
-            # (batched: the blocks of this iteration not run; the iterations stay paid)
-            rest = loop.rest[loop.blocks.index(current)] if loop.rest is not None else 0
-            if rest:
-                out.emit(indent, f"FUEL += {rest}")
             out.emit(indent, f"blk = {target}\nbreak")
 
     # -- terminators (chosen by the row's handler kind, vmrt/isa/ops.py) ---------------------------
@@ -753,8 +521,6 @@ class FunctionGenerator:
             self.out.emit(indent, "pass")  # (on into the next block's code)
 
     def emit_return(self, d, index, indent, loop):
-        if self.held:
-            self.out.emit(indent, f"FUEL += {self.held_fuel()}")
         names = [reg_name(r) for r in d.values[0]]
         if not names:
             self.out.emit(indent, "return")
@@ -775,8 +541,6 @@ class FunctionGenerator:
         target, pairs = d.values
         for stmt in self.remap(pairs):
             self.out.emit(indent, stmt)
-        if self.held:
-            self.emit_release_held(indent)
         self.out.emit(indent, "yield")
         self.emit_goto(self.block_id(target), index, indent, loop)
 
@@ -813,8 +577,6 @@ class FunctionGenerator:
         results = values["results"]
         target: CallTarget = self.plan.call_target(callee)
         args = self.call_arguments(target, values.get("segment_sizes"), operands)
-        if self.held and self.charges(target):
-            self.emit_release_held(indent)
         if self.plan.checkpoints:
             if target.kind == "internal":
                 args = args + ([] if target.static_cost is not None else ["D1"])

@@ -23,7 +23,7 @@ from pathlib import Path
 from vmrt.errors import ModuleFormatError, StatusCode, VMError, VmrtError
 from vmrt.isa.decoder import decode_function
 from vmrt.vm.cconv import signature_of
-from vmrt.vm import code_cache, codegen, numerics
+from vmrt.vm import code_cache, codegen, generated_abi, numerics
 from vmrt.vm.ctier import selected_tier
 from vmrt.vm.buffer import (
     VMBuffer, buffer_alloc, buffer_clone, buffer_compare, buffer_copy, metered_buffer_alloc,
@@ -249,29 +249,27 @@ class BytecodeModule(Module):
             target.static_cost = self.static_cost(callee)
         return target
 
-    def compiled(self, ordinal: int, options: codegen.CodegenOptions = codegen.CodegenOptions(),
-                 host_entry: bool = False) -> code_cache.CompiledFunction:
+    def compiled(self, ordinal: int, options: codegen.CodegenOptions = codegen.CodegenOptions()
+                 ) -> code_cache.CompiledFunction:
         """The code object, line -> pc map and source of a function (a CompiledFunction,
-        which unpacks as that triple), compiling it on first use.
-
-        `host_entry` (with limits): the variant callers outside generated code use."""
-        key = (ordinal, options, host_entry)
+        which unpacks as that triple), compiling it on first use."""
+        key = (ordinal, options)
         entry = self._code.get(key)
         if entry is None:
-            entry = self._code[key] = self._cached_or_compiled(ordinal, options, host_entry)
+            entry = self._code[key] = self._cached_or_compiled(ordinal, options)
         return entry
 
-    def _cached_or_compiled(self, ordinal: int, options: codegen.CodegenOptions,
-                            host_entry: bool) -> code_cache.CompiledFunction:
+    def _cached_or_compiled(self, ordinal: int, options: codegen.CodegenOptions
+                            ) -> code_cache.CompiledFunction:
         """A function variant from the on-disk cache, or compiled now and stored there."""
         cache = code_cache.default_cache()
         if cache is None:
-            return self._compile(ordinal, options, host_entry)
-        key = code_cache.entry_key(self.content_digest, ordinal, options, host_entry)
+            return self._compile(ordinal, options)
+        key = code_cache.entry_key(self.content_digest, ordinal, options, False)
         entry = cache.load(key)
         if entry is not None:
             return code_cache.CompiledFunction.from_entry(entry)
-        compiled = self._compile(ordinal, options, host_entry)
+        compiled = self._compile(ordinal, options)
         cache.store(key, compiled.entry())
         return compiled
 
@@ -289,8 +287,8 @@ class BytecodeModule(Module):
             self.name, descriptors, signatures, sorted(self._function_names.items()),
             self._imports, sorted(self.generators))))
 
-    def _compile(self, ordinal: int, options: codegen.CodegenOptions,
-                 host_entry: bool = False) -> code_cache.CompiledFunction:
+    def _compile(self, ordinal: int, options: codegen.CodegenOptions
+                 ) -> code_cache.CompiledFunction:
         blocks: list[tuple[int, list]] = []
         for d in self.instructions(ordinal):
             if d.instruction.kind == "marker":
@@ -306,7 +304,6 @@ class BytecodeModule(Module):
         if options.checkpoints:
             plan.call_target = self.limits_call_target
             plan.static_cost = self.static_cost(ordinal)
-            plan.host_entry = host_entry
         generated = codegen.FunctionGenerator(plan).generate()
         # Names come from the module: compile() refuses a NUL in a file name.
         filename = f"<vmrt {self.name}.{plan.name}>".replace("\0", "\\0")
@@ -372,6 +369,19 @@ def _ref_checks(type_defs: list) -> dict:
     return {"CAST": cast, "REF_OR_NULL": ref_or_null_of}
 
 
+def _allocators(type_defs: list, meter) -> dict:
+    """BUFFER_ALLOC, BUFFER_CLONE and LIST_ALLOC of generated code (with limits: metered)."""
+    if meter is None:
+        return {"BUFFER_ALLOC": buffer_alloc, "BUFFER_CLONE": buffer_clone,
+                "LIST_ALLOC": lambda type_id, capacity: list_alloc(type_defs[type_id], capacity)}
+    return {"BUFFER_ALLOC": lambda length, alignment: metered_buffer_alloc(
+                meter, length, alignment),
+            "BUFFER_CLONE": lambda source, offset, length, alignment: metered_buffer_clone(
+                meter, source, offset, length, alignment),
+            "LIST_ALLOC": lambda type_id, capacity: metered_list_alloc(
+                meter, type_defs[type_id], capacity)}
+
+
 def _unresolved_import(name: str):
     def call(*args):
         raise VMError(f"optional import '{name}' is not resolved", StatusCode.NOT_FOUND)
@@ -388,51 +398,42 @@ class BytecodeModuleInstance(ModuleInstance):
         self.global_refs = [None] * module.summary.global_refs
         self.namespace = self._namespace()
         self._code_ids: dict[int, int] = {}  # id(code object) -> ordinal
-        self._host_code_ids: set[int] = set()  # ids of host entry variants (limits)
         self._host_entries: dict[int, object] = {}
         self.tier = getattr(context, "tier", None) or selected_tier()  # (vmrt.vm.ctier)
         #: While `__init` runs in `auto`: the functions it bound (see initialize).
         self._bound_by_init: list[int] | None = None
 
     def _namespace(self) -> dict:
+        """The globals of the module's generated code (vmrt.vm.generated_abi)."""
         module = self.module
-        ns = {name: value for name, value in vars(numerics).items() if not name.startswith("_")}
         rw = memoryview(self.rwdata)
         size = len(self.rwdata)
-        ns.update(
+        values = dict(
             RW_I32=rw[:size - size % 4].cast("i"), RW_F32=rw[:size - size % 4].cast("f"),
             RW_I64=rw[:size - size % 8].cast("q"), RW_F64=rw[:size - size % 8].cast("d"),
             REFS=self.global_refs, RODATA=module.rodata,
             RESOLVED=[0] * len(module._imports),
             FAIL=_fail, GENERATOR=types.GeneratorType, RUN_TO_COMPLETION=run_to_completion,
-            BUFFER_ALLOC=buffer_alloc, BUFFER_CLONE=buffer_clone, BUFFER_COPY=buffer_copy,
-            BUFFER_COMPARE=buffer_compare,
+            BUFFER_COPY=buffer_copy, BUFFER_COMPARE=buffer_compare,
             TRACE=self.context.trace_hook, PRINT=self.context.print_hook,
         )
-        type_defs = module.type_defs
-        ns["LIST_ALLOC"] = lambda type_id, capacity: list_alloc(type_defs[type_id], capacity)
-        ns.update(_ref_checks(type_defs))
+        meter = self._meter()
+        values.update(_allocators(module.type_defs, meter))
+        values.update(_ref_checks(module.type_defs))
+        values.update(self._global_accessors(size))
+        for ordinal in range(module.function_count):
+            values[f"F{ordinal}"] = self._stub(ordinal)
+        for index, decl in enumerate(module._imports):
+            values[f"I{index}"] = values[f"IY{index}"] = _unresolved_import(decl.full_name)
+        ns = {name: value for name, value in vars(numerics).items() if not name.startswith("_")}
+        ns.update(generated_abi.namespace("module", **values))
         hook_dispatcher = getattr(self.context, "hook_dispatcher", None)
         if hook_dispatcher is not None:  # ENTER/STEP/UNWIND/LEAVE of instrumented code
-            ns.update(hook_dispatcher.bindings(self))
-        meter = self._meter()
-        if meter is not None:  # the limits variant (vmrt.vm.codegen) and metered allocations
-            ns.update(METER=meter,  # how Meter.call_deadline knows the context's frames
-                      MAXD=meter.max_depth, DEPTH_EXCEEDED=meter.depth_exceeded,
-                      BEGIN_CALL=meter.begin_call,
-                      REFILL=meter.refill, COUNTDOWN=codegen.COUNTDOWN,
-                      UNRUN=codegen.unrun_cost,
-                      BUFFER_ALLOC=lambda length, alignment: metered_buffer_alloc(
-                          meter, length, alignment),
-                      BUFFER_CLONE=lambda source, offset, length, alignment: metered_buffer_clone(
-                          meter, source, offset, length, alignment),
-                      LIST_ALLOC=lambda type_id, capacity: metered_list_alloc(
-                          meter, type_defs[type_id], capacity))
-        ns.update(self._global_accessors(size))
-        for ordinal in range(module.function_count):
-            ns[f"F{ordinal}"] = self._stub(ordinal)
-        for index, decl in enumerate(module._imports):
-            ns[f"I{index}"] = ns[f"IY{index}"] = _unresolved_import(decl.full_name)
+            ns.update(generated_abi.namespace("hooks", **hook_dispatcher.bindings(self)))
+        if meter is not None:  # the limits variant (vmrt.vm.codegen)
+            ns.update(generated_abi.namespace(
+                "limits", MAXD=meter.max_depth, DEPTH_EXCEEDED=meter.depth_exceeded,
+                REFILL=meter.refill))
         return ns
 
     def _global_accessors(self, size: int) -> dict:
@@ -477,16 +478,15 @@ class BytecodeModuleInstance(ModuleInstance):
         fn = self.namespace.get(f"F{ordinal}")
         if fn is not None and not getattr(fn, "vmrt_stub", False):
             return fn
-        fn = self._c_function(ordinal) or self._bind(ordinal, host_entry=False)
+        fn = self._c_function(ordinal) or self._bind(ordinal)
         self.namespace[f"F{ordinal}"] = fn
         if self._bound_by_init is not None:
             self._bound_by_init.append(ordinal)
         return fn
 
-    def _c_function(self, ordinal: int, host_entry: bool = False):
+    def _c_function(self, ordinal: int):
         """Function `ordinal` in the C tier (vmrt.vm.ctier) when it runs there (not
-        with hooks, which only the Python tier's code calls); with limits, the variant
-        generated code calls (depth last) or, as `host_entry`, the one the host calls."""
+        with hooks, which only the Python tier's code calls)."""
         if self.context.codegen_options.instrumented or self.tier == "python" or \
                 self._bound_by_init is not None:
             return None
@@ -505,9 +505,9 @@ class BytecodeModuleInstance(ModuleInstance):
 
         def python_function():  # for calls with values the C tier does not model
             if not python_tier:
-                python_tier.append(self._bind(ordinal, host_entry=False))
+                python_tier.append(self._bind(ordinal))
             return python_tier[0]
-        return cmodule.instance(self).entry(ordinal, python_function, meter, host_entry)
+        return cmodule.instance(self).entry(ordinal, python_function, meter)
 
     #: Straight-line functions of at most this many instructions run their Python
     #: tier's code when called from Python in `auto` (C callers call their C): an
@@ -520,22 +520,22 @@ class BytecodeModuleInstance(ModuleInstance):
 
     def host_function(self, ordinal: int):
         """With limits: the entry of internal function `ordinal` for callers outside
-        generated code (no depth argument; see vmrt.vm.codegen, host_entry)."""
+        generated code (no depth argument: vmrt.vm.limits, Meter.entry)."""
         fn = self._host_entries.get(ordinal)
         if fn is None:
-            fn = self._host_entries[ordinal] = self._c_function(ordinal, host_entry=True) \
-                or self._bind(ordinal, host_entry=True)
+            module = self.module
+            fn = self._host_entries[ordinal] = self._meter().entry(
+                self.function(ordinal), module.static_cost(ordinal),
+                ordinal in module.generators, f"{module.name}.{module.function_name(ordinal)}")
         return fn
 
-    def _bind(self, ordinal: int, host_entry: bool):
-        """A variant of function `ordinal` compiled and bound to this context's
-        namespace (and, with limits, to its meter's cells)."""
-        code = self.module.compiled(ordinal, self.context.codegen_options, host_entry).code
+    def _bind(self, ordinal: int):
+        """Function `ordinal` compiled and bound to this context's namespace (and,
+        with limits, to its meter's cells)."""
+        code = self.module.compiled(ordinal, self.context.codegen_options).code
         meter = self._meter()
         closure = tuple(meter.cells[name] for name in code.co_freevars) if meter else None
         self._code_ids[id(code)] = ordinal
-        if host_entry:
-            self._host_code_ids.add(id(code))
         return types.FunctionType(code, self.namespace, code.co_name, None, closure or None)
 
     def _meter(self):
@@ -548,11 +548,8 @@ class BytecodeModuleInstance(ModuleInstance):
         ordinal = self.module.export_ordinal(name)
         if ordinal is None:
             return None
-        meter = self._meter()
-        if meter is not None:  # callers outside generated code pass no depth
-            if ordinal not in self.module.generators:
-                return self.host_function(ordinal)
-            return meter.entry(self.function(ordinal), self.module.static_cost(ordinal))
+        if self._meter() is not None:  # callers outside generated code pass no depth
+            return self.host_function(ordinal)
         return self.function(ordinal)
 
     def is_generator(self, name: str) -> bool:
@@ -604,8 +601,7 @@ class BytecodeModuleInstance(ModuleInstance):
         return f"{self.module.name}.{self.module.function_name(ordinal)}", ordinal
 
     def pc_for_line(self, ordinal: int, line: int, code=None) -> int | None:
-        host_entry = code is not None and id(code) in self._host_code_ids
-        line_pcs = self.module.compiled(ordinal, self.context.codegen_options, host_entry).line_pcs
+        line_pcs = self.module.compiled(ordinal, self.context.codegen_options).line_pcs
         if 1 <= line <= len(line_pcs):
             return line_pcs[line - 1]
         return None

@@ -338,9 +338,9 @@ def entry_function(shape) -> tuple[str, str]:
 
 def metered_entry_function(shape) -> tuple[str, str]:
     """(C definition, cdef declaration) of the entry into function N under limits, for
-    a function that charges fuel: `fuel` in (besides what c->fuel holds: see
-    paid_entry_function), and out what is left of all of it (>= 0, the last charge
-    refilled), or -1 when the call failed (what is left then in c->fuel). Passing
+    a function that charges fuel: `fuel` in (c->fuel is 0 between calls), and out
+    what is left of it (>= 0, the last charge refilled), or -1 when the call failed
+    (what is left then in c->fuel). Passing
     fuel as a value spares the host two cdata accesses a call."""
     params = ["vmrt_ctx *c", "int32_t depth", "int64_t fuel"] + entry_parameters(shape)
     prototype = f"int64_t vmrt_metered_{shape.ordinal}({', '.join(params)})"
@@ -358,24 +358,6 @@ def _fuel_by_value(prototype: str, call: str) -> tuple[str, str]:
   fuel = c->fuel;
   c->fuel = 0;
   return fuel;
-}}
-"""
-    return body, prototype + ";"
-
-
-def paid_entry_function(shape, cost: int) -> tuple[str, str]:
-    """(C definition, cdef declaration) of the entry into a straight-line function N
-    under limits, paying its `cost` instructions from c->fuel, which holds fuel the
-    host lends a thread's context between calls (vmrt.vm.limits, Meter.pay_holder):
-    2, running nothing, when that does not pay for it. (Checked in C: a Python ticket,
-    as the Python tier's entries take, costs an empty call ~5% more.)"""
-    params = ["vmrt_ctx *c", "int32_t depth"] + entry_parameters(shape)
-    prototype = f"int32_t vmrt_paid_{shape.ordinal}({', '.join(params)})"
-    args = ", ".join(["c", "depth"] + [f"p{i}" for i in range(len(params) - 2)])
-    body = f"""{prototype} {{
-  if (c->fuel < {cost}) return 2;
-  c->fuel -= {cost};
-  return vmrt_entry_{shape.ordinal}({args});
 }}
 """
     return body, prototype + ";"
@@ -438,9 +420,8 @@ def generate_module(module, shapes: dict) -> tuple[str, list[str], list[str]]:
     parts, declarations = [], []
     for ordinal, emitter in functions.items():
         shape = shapes[ordinal]
-        cost = module.static_cost(ordinal)  # (a straight-line function: paid at entry)
-        metered = metered_entry_function(shape) if cost is None else \
-            paid_entry_function(shape, cost)
+        # (a straight-line function is paid for by its callers: its plain entry serves)
+        metered = metered_entry_function(shape) if module.static_cost(ordinal) is None else None
         made = [m for m in (entry_function(shape), metered, workgroups_function(shape),
                             metered_workgroups_function(shape)) if m is not None]
         parts.append("\n".join([emitter.generate()] + [body for body, _ in made]))

@@ -7,8 +7,7 @@ compiler or a cached build is there, else says so once and runs Python (a failed
 build is remembered, and not said again: vmrt.vm.ctier.build); `c` the same,
 failing when the build fails; `python` never builds. Contexts with hooks run
 the Python tier (hooks are compiled into its code); contexts with limits never build
-(CModule.of) and enter C through entries that do what their meter needs
-(straight_entry).
+(CModule.of), and their host entries are the meter's (vmrt.vm.limits, Meter.entry).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import functools
 import re
 import sys
 import threading
-import time
 import types
 
 from vmrt import ctrl_c
@@ -25,8 +23,8 @@ from vmrt.errors import DepthExceeded, StatusCode, VMError
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.ctier.analysis import argument_registers, compilable_functions, fragment_types
 from vmrt.vm.ctier.build import BuildError, RememberedFailure, compiler_identity, load_or_build
-from vmrt.vm.codegen import host_prologue
 from vmrt.vm.ctier.cgen import ErrorKind as E, generate_module
+from vmrt.vm.generated_abi import CELLS, namespace as abi_namespace
 from vmrt.vm.list import VMList
 
 #: VMRT_NAMED_BUFFER's operand numbers (runtime.h).
@@ -237,7 +235,6 @@ class CInstance:
             local.call = CCall(meter, c)
             c.host = local.handle = ffi.new_handle(local.call)
             local.c = c
-            meter.add_fuel_holder(local.call)  # (c->fuel: Meter.pay_holder)
         return c
 
     def new_context(self, meter=None):
@@ -253,20 +250,19 @@ class CInstance:
 
     def metered_call(self, meter):
         """This thread's vmrt_ctx under `meter` and its CCall, for a call starting (no
-        deadline yet: see call_deadline; no error); no fuel moved."""
+        error); no fuel moved."""
         local = self._metered.get(meter)
         call = getattr(local, "call", None) if local is not None else None
         if call is None:
             self.metered_context(meter)
             call = self._metered[meter].call
-        call.deadline = CCall._UNSET
         call.error = None
         return call.context, call
 
-    def entry(self, ordinal: int, python_function, meter=None, host_entry: bool = False):
+    def entry(self, ordinal: int, python_function, meter=None):
         """The callable that runs function N in C: without limits, for any caller; with
-        them, for the Python tier's code (its depth last) or, as `host_entry`, for
-        callers outside generated code (vmrt.vm.codegen.host_prologue)."""
+        them, as the Python tier's function (its depth last unless it is straight-line:
+        callers outside generated code go through the meter's host entry)."""
         shape = self.cmodule.shapes[ordinal]
         kinds = [t for _, t in argument_registers(shape.arguments)]
         results = fragment_types(shape.results)
@@ -276,7 +272,7 @@ class CInstance:
         if general is not None and meter is None:
             entry = general
         else:
-            entry = straight_entry(self, ordinal, kinds, results, general, meter, host_entry)
+            entry = straight_entry(self, ordinal, kinds, results, general, meter)
         entry.vmrt_c_ordinal = ordinal
         lib = self.cmodule.lib
         workgroups = getattr(lib, f"vmrt_workgroups_{ordinal}", None)
@@ -309,61 +305,31 @@ class CInstance:
             raise
         self.finish(c, call, refs, failed)
 
-    def pay(self, c, cost: int) -> None:
-        """A straight-line call could not pay `cost` from c->fuel (Meter.pay_holder)."""
-        call = self.cmodule.ffi.from_handle(c.host)
-        call.meter.pay_holder(call, cost)
-
     def failed(self, c):
         """Raises the error of the failed call of a straight entry (scalars only)."""
         self.finish(c, self.cmodule.ffi.from_handle(c.host) if c.host else None, None, True)
 
 
 class CCall:
-    """The host side of C calls under limits on one thread (c->host): the meter, the
-    error that stopped a call (the C code reaches it through c->host), and as the
-    meter's fuel holder, the fuel its context keeps between calls (c->fuel)."""
+    """The host side of C calls under limits on one thread (c->host): the meter, and
+    the error that stopped a call (the C code reaches it through c->host). Between
+    calls c->fuel is 0: a call's fuel moves in from FUEL and back (straight_entry)."""
 
-    __slots__ = ("meter", "context", "deadline", "error", "__weakref__")
-    _UNSET = object()
+    __slots__ = ("meter", "context", "error")
 
     def __init__(self, meter, context):
         self.meter = meter
         self.context = context
-        self.deadline = self._UNSET  # (a call with no VM frame above: call_deadline)
         self.error = None
 
-    @property
-    def fuel(self) -> int:
-        return self.context.fuel
-
-    @fuel.setter
-    def fuel(self, value: int) -> None:
-        self.context.fuel = value
-
-    def __del__(self):  # (its thread ended, or the module instance went away)
-        self.meter.release_fuel_holder(self)
-
-    def call_deadline(self):
-        """As the Python tier's: on the outermost VM frame above (an entry's at least,
-        so each call has its own, started at its first refill); a call with none
-        above (a dispatch's workgroups) starts its own at its first refill."""
-        meter = self.meter
-        deadline = meter.call_deadline(sys._getframe(1))
-        if deadline is None and meter.timeout is not None:
-            if self.deadline is CCall._UNSET:
-                self.deadline = time.monotonic() + meter.timeout
-            deadline = self.deadline
-        return deadline
-
     def refill(self, c, cost: int) -> int:
+        """Meter.refill for C code: the slice it spent goes through FUEL."""
         meter = self.meter
         cell = meter.fuel_cell
         cell.cell_contents += c.fuel
-        c.fuel = 0  # (a refill takes back what this thread's holders keep: this one is in use)
+        c.fuel = 0
         try:
-            meter.refill_with(cost, meter.interruption_at(self.call_deadline()),
-                              meter.MAX_NATIVE_SLICE)
+            meter.refill(cost, meter.MAX_NATIVE_SLICE)
         except BaseException as error:  # (FuelExhausted, DeadlineExceeded, Cancelled)
             self.error = error
             return 1
@@ -430,69 +396,47 @@ def general_entry(cinstance: CInstance, ordinal: int, kinds, results, python_fun
     return entry
 
 
-def straight_entry(cinstance: CInstance, ordinal: int, kinds, results, general, meter,
-                   host_entry: bool):
+def straight_entry(cinstance: CInstance, ordinal: int, kinds, results, general, meter):
     """An entry generated to do no more than its caller and limits need (a host calling
-    an empty function pays ~0.3 us, and about as much under limits): straight Python
-    over the context's cells (vmrt.vm.limits) and cffi, or a prologue (with limits)
-    ahead of `general` for a function with ref arguments."""
+    an empty function pays ~0.3 us): straight Python over cffi (with limits, over the
+    context's cell FUEL too), or the depth argument passed on to `general` for a
+    function with ref arguments."""
     module = cinstance.instance.module
     static_cost = module.static_cost(ordinal) if meter is not None else None
-    shape = _entry_shape(meter is not None, host_entry, static_cost, general is not None)
-    source = _entry_source(kinds, results, shape, meter is not None, host_entry, static_cost)
+    shape = _entry_shape(meter is not None, static_cost, general is not None)
+    source = _entry_source(kinds, results, shape, meter is not None, static_cost)
     lib = cinstance.cmodule.lib
     plain = getattr(lib, f"vmrt_entry_{ordinal}")
-    # (CALL: vmrt_entry_N, vmrt_metered_N or vmrt_paid_N, by shape; general: GENERAL)
-    namespace = {"CALL": getattr(lib, f"vmrt_{shape}_{ordinal}", plain), "PLAIN": plain,
-                 "GENERAL": general, "FAILED": cinstance.failed, "F32_BITS": _f32_bits,
-                 "READ_F32": _read_f32, "READ_F64": _read_f64}
-    if meter is None:
-        namespace.update(LOCAL=cinstance._local, NEW=cinstance.context)
-        return _entry_function(source, namespace, ())
-    label = f"{module.name}.{module.function_name(ordinal)}"
-    # (a general entry may run the Python tier's code instead, imports and all)
-    begin_call = meter.begin_call if shape == "general" else meter.begin_native_call
-    pay = (lambda c: cinstance.pay(c, static_cost)) if shape == "paid" else meter.pay
-    namespace.update(LOCAL=cinstance.metered_local(meter),
-                     NEW=lambda: cinstance.metered_context(meter),
-                     METER=meter,  # (how Meter.call_deadline knows an entry's frame)
-                     BEGIN_CALL=_naming(label, begin_call),
-                     REFILL=_naming(label, meter.refill), PAY=_naming(label, pay))
-    return _entry_function(source, namespace, meter.cells)
+    local, new = (cinstance._local, cinstance.context) if meter is None else \
+        (cinstance.metered_local(meter), lambda: cinstance.metered_context(meter))
+    # (CALL: vmrt_entry_N or vmrt_metered_N, by shape; general: GENERAL)
+    namespace = abi_namespace(
+        "c_entry", CALL=getattr(lib, f"vmrt_{shape}_{ordinal}", plain), PLAIN=plain,
+        GENERAL=general, FAILED=cinstance.failed, F32_BITS=_f32_bits, READ_F32=_read_f32,
+        READ_F64=_read_f64, LOCAL=local, NEW=new)
+    return _entry_function(source, namespace, meter.cells if meter is not None else {})
 
 
-def _entry_shape(metered: bool, host_entry: bool, static_cost, general: bool) -> str:
+def _entry_shape(metered: bool, static_cost, general: bool) -> str:
     """How an entry calls C: `general` (ref arguments), `metered` (the function charges:
-    fuel in and out), `paid` (a host calling a straight-line function: paid from the
-    fuel the thread's context holds), else `entry` (no limits, or generated code
-    calling a straight-line function it paid for)."""
+    fuel in and out), else `entry` (no limits, or a straight-line function, which its
+    callers paid for)."""
     if general:
         return "general"
-    if metered and static_cost is None:
-        return "metered"
-    return "paid" if metered and host_entry else "entry"
+    return "metered" if metered and static_cost is None else "entry"
 
 
-def _entry_source(kinds, results, shape: str, metered: bool, host_entry: bool,
-                  static_cost) -> str:
+def _entry_source(kinds, results, shape: str, metered: bool, static_cost) -> str:
     """The source of straight_entry's function (in a scope holding the context's cells)."""
     params = [f"a{i}" for i in range(len(kinds))]
-    # Called by generated code, a function that charges takes its depth last; a
-    # straight-line one is unchecked (it cannot recurse), and called with depth 1.
-    internal = metered and not host_entry and not static_cost
+    # With limits a function that charges takes its depth last; a straight-line one is
+    # unchecked (it cannot recurse), and called with depth 1.
+    internal = metered and not static_cost
     depth = "D" if internal else "1"
     lines = ["nonlocal FUEL"] if shape == "metered" else []
-    tickets = []  # (a general entry of a straight-line function pays with a ticket)
-    if metered and host_entry:
-        watch = "WATCH" if shape == "general" else "STOP"  # (see straight_entry)
-        paid_here = static_cost if shape == "general" else None
-        tickets = [f"TICKETS_{paid_here}"] if paid_here else []
-        lines.append(host_prologue(paid_here, shape != "paid", pay="PAY", watch=watch))
-        depth = depth if static_cost else "base + 1"
     signature = params + (["D"] if internal else [])
     if shape == "general":  # (it converts the arguments itself)
-        return _entry_lines(signature, lines + [f"return GENERAL({', '.join(params + [depth])})"],
-                            tickets)
+        return _entry_lines(signature, lines + [f"return GENERAL({', '.join(params + [depth])})"])
     values = [f"F32_BITS({p})" if kind == "f32" else p for p, kind in zip(params, kinds)]
     lines += ["try:", "    c = LOCAL.c", "except AttributeError:", "    c = NEW()"]
     if shape == "metered":  # the meter's fuel goes into C for the call, and what is left back
@@ -500,23 +444,17 @@ def _entry_source(kinds, results, shape: str, metered: bool, host_entry: bool,
                   "try:", f"    fuel = CALL({', '.join(['c', depth, 'fuel'] + values)})",
                   "except BaseException:", "    FUEL += fuel", "    raise",
                   "if fuel < 0:", "    FAILED(c)", "FUEL += fuel"]
-    elif shape == "paid":
-        call = ", ".join(["c", depth] + values)
-        lines += [f"failed = CALL({call})", "if failed:",
-                  "    if failed == 2:  # (what the context holds did not pay for it)",
-                  "        PAY(c)", f"        failed = PLAIN({call})",
-                  "    if failed:", "        FAILED(c)"]
     else:
         lines += [f"if CALL({', '.join(['c', depth] + values)}):", "    FAILED(c)"]
     read = [{"f32": "READ_F32({})", "f64": "READ_F64({})"}.get(kind, "{}").format(
         f"c.results[{i}]") for i, kind in enumerate(results)]
     got = "None" if not read else read[0] if len(read) == 1 else f"({', '.join(read)})"
-    return _entry_lines(signature, lines + [f"return {got}"], tickets)
+    return _entry_lines(signature, lines + [f"return {got}"])
 
 
-def _entry_lines(params, lines, tickets) -> str:
+def _entry_lines(params, lines) -> str:
     body = "\n".join("        " + line for text in lines for line in text.split("\n"))
-    cells = ", ".join(["FUEL", "CUR", "WATCH", "STOP"] + tickets)
+    cells = ", ".join(CELLS)
     return f"def scope({cells}):\n    def entry({', '.join(params)}):\n{body}\n"
 
 
@@ -530,19 +468,6 @@ def _entry_function(source: str, namespace: dict, cells: dict):
     code = _entry_code(source)
     return types.FunctionType(code, namespace, "entry", None,
                               tuple(cells[name] for name in code.co_freevars) or None)
-
-
-def _naming(label: str, meter_check):
-    """`meter_check` (BEGIN_CALL, REFILL) raising its errors with the VM stack naming
-    the entry's function, as the Python tier's host entry does."""
-    def named(*args):
-        try:
-            return meter_check(*args)
-        except VMError as error:
-            if not error.stack:
-                error.stack, error.c_frames = [label], True
-            raise
-    return named
 
 
 def run_workgroups(cinstance: CInstance, workgroups, meter, local, constants, bindings,
