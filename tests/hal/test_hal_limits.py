@@ -107,12 +107,12 @@ def test_recorded_commands_are_charged():
 def test_workgroup_local_memory_is_charged():
     from vmrt.hal.device import create_device
     from vmrt.hal.executable import DispatchState
-    from vmrt.vm.limits import guarded
+    from vmrt.vm.call_guard import guarded
     ctx = context(Limits(max_memory=1 << 20))
     exe = create_device().create_executable("vmvx-bytecode-fb", hostile_hal.mlp_executable())
     with guarded(ctx.meter):
         state = DispatchState(0, (1, 1, 1), bindings=[memoryview(bytearray(4096))] * 2)
-        from vmrt.vm.limits import current_guard
+        from vmrt.vm.call_guard import current_guard
         state.guard = current_guard()
     prepared = exe.prepare(state)
     prepared.local_size = 1 << 40  # as an executable declaring 1 TiB of local memory

@@ -428,11 +428,11 @@ def test_c_allocations_are_charged_only_to_a_bounded_meter(program, monkeypatch,
     """A buffer made in C dies with the C call making it: with no memory bound it is
     not counted (no call back into Python for it); with one it is charged, then given
     back, and none is held once the call returns either way."""
-    from vmrt.vm.limits import Meter
+    from vmrt.vm.memory_limit import MemoryCounter
 
     charged = []
-    real = Meter.charge_memory
-    monkeypatch.setattr(Meter, "charge_memory",
+    real = MemoryCounter.charge_memory
+    monkeypatch.setattr(MemoryCounter, "charge_memory",
                         lambda self, nbytes: charged.append(nbytes) or real(self, nbytes))
     module = limited(program, "c", monkeypatch, fuel=10**6, max_memory=bound)
     assert "vmrt_c_ordinal" in module.function("scratch").entry.__dict__

@@ -15,7 +15,8 @@ import pytest
 import vmrt
 from vmrt.asm import assemble
 from vmrt.errors import StatusCode, VMError
-from vmrt.vm.limits import Limits, current_guard
+from vmrt.vm.call_guard import current_guard
+from vmrt.vm.limits import Limits
 
 SOURCE = """
 vm.module @entries version 0

@@ -24,7 +24,7 @@ from vmrt.hal.types import (
     CUSTOM_ARGUMENTS, WHOLE_BUFFER, BufferCompatibility, BufferUsage, CommandBufferMode,
     CommandCategory, MemoryAccess, MemoryType, format_buffer_usage, format_command_category,
 )
-from vmrt.vm.limits import current_guard
+from vmrt.vm.call_guard import current_guard
 from vmrt.vm.ref import RefObject
 
 _TRANSFER = int(CommandCategory.TRANSFER)
@@ -319,7 +319,7 @@ class CommandBuffer(RefObject):
         self._open = False  # between begin() and end(): the fast path of recording checks
         self._regions = None
         self._plans: dict = {}
-        # A vmrt.vm.limits.MemoryHold when a context with limits records it: each
+        # A vmrt.vm.memory_limit.MemoryHold when a context with limits records it: each
         # recorded command and the bytes it copies are charged while it lives.
         self.charge = None
 

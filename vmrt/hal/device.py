@@ -27,7 +27,7 @@ from vmrt.hal.file import MemoryFile
 from vmrt.hal.semaphore import Fence, Semaphore
 from vmrt.hal.tracing import TracedExecutable, traced_queue_operation
 from vmrt.hal.types import WHOLE_BUFFER, MemoryAccess
-from vmrt.vm.limits import carry_guard
+from vmrt.vm.call_guard import carry_guard
 from vmrt.vm.ref import RefObject
 
 _ACCESS_WRITE = int(MemoryAccess.WRITE)

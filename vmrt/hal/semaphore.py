@@ -12,7 +12,7 @@ import time
 
 from vmrt import timeline
 from vmrt.errors import HalError, StatusCode, VmrtError, limit_of
-from vmrt.vm.limits import current_guard
+from vmrt.vm.call_guard import current_guard
 from vmrt.vm.ref import RefObject
 
 

@@ -21,7 +21,8 @@ from vmrt.hal.executable import (
 )
 from vmrt.vm.buffer import ACCESS_ORIGIN_HOST, VMBuffer
 from vmrt.vm.context import Context
-from vmrt.vm.limits import DispatchMeter, current_guard
+from vmrt.vm.call_guard import current_guard
+from vmrt.vm.limits import DispatchMeter
 from vmrt.vm.list import VMList
 from vmrt.vm.module import BytecodeModule, load_module
 from vmrt.vm.ref import as_type_def

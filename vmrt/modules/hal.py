@@ -31,7 +31,7 @@ from vmrt.hal.types import (
 from vmrt.modules.host_arrays import HostAdapter
 from vmrt.native import NativeModule, export
 from vmrt.vm.buffer import ACCESS_MUTABLE, ACCESS_ORIGIN_MODULE, VMBuffer
-from vmrt.vm.limits import current_guard, leave_guard
+from vmrt.vm.call_guard import current_guard, leave_guard
 from vmrt.vm.ref import RefObject, null_ref_error, register_ref_type
 
 

@@ -3,18 +3,17 @@
 Two mechanisms, as in wasmtime. Fuel: generated code charges each block's
 instruction count to the counter FUEL (a slice of the budget) and, when it goes
 negative, calls `Meter.refill`, the one slow path, which also stops the call when
-it is cancelled or late. Guard: each outermost call gets a `CallGuard` at its one
-host entry (`Meter.entry`), current on its thread while it runs: it holds the
-call's deadline for refill, and HAL work the call starts carries it (device
-threads run under it, waits and workgroup loops check it; the VM code of a VMVX
-dispatch on another thread spends the calling context's fuel through a
-`DispatchMeter`). Memory is a counter under a lock, charged before allocating.
+it is cancelled or late. Guard: each outermost call gets a CallGuard
+(vmrt.vm.call_guard) at its one host entry (`Meter.entry`): it holds the call's
+deadline for refill, and HAL work the call starts carries it (the VM code of a
+VMVX dispatch on another thread spends the calling context's fuel through a
+`DispatchMeter`). Memory is a counter under a lock, charged before allocating
+(vmrt.vm.memory_limit).
 """
 
 from __future__ import annotations
 
 import contextvars
-import gc
 import math
 import numbers
 import operator
@@ -24,24 +23,15 @@ import time
 import types
 from dataclasses import dataclass
 
-from vmrt.vm import generated_abi
 from vmrt.errors import (Cancelled, DeadlineExceeded, DepthExceeded, FuelExhausted,
-                          InvalidLimit, MemoryLimitExceeded, StatusCode, VMError)
+                          InvalidLimit, StatusCode, VMError)
+from vmrt.vm import generated_abi
+from vmrt.vm.call_guard import GUARD, CallGuard, raise_error
+from vmrt.vm.memory_limit import MemoryCounter
 
 #: The deepest call stack a context may allow. Deeper stacks of generator frames
 #: (yieldable calls) would overflow the C stack, which crashes the process.
 MAX_SUPPORTED_DEPTH = 10_000
-
-
-def _raise(error: VMError | None) -> None:
-    """Raises `error` if there is one, leaving no frame that refers to it (a frame
-    in an error's traceback holding the error is a cycle keeping the failed call's
-    values until the garbage collector runs)."""
-    if error is not None:
-        try:
-            raise error
-        finally:
-            error = None
 
 
 def _limit_error(name: str, value, what: str) -> InvalidLimit:
@@ -53,12 +43,10 @@ def _count_limit(name: str, value) -> int | None:
     """A non-negative integer limit (bool, float and str are refused)."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise _limit_error(name, value, "a non-negative integer")
     try:
-        count = operator.index(value)
+        count = -1 if isinstance(value, bool) else operator.index(value)
     except TypeError:
-        raise _limit_error(name, value, "a non-negative integer") from None
+        count = -1
     if count < 0:
         raise _limit_error(name, value, "a non-negative integer")
     return count
@@ -68,9 +56,8 @@ def _seconds_limit(name: str, value) -> float | None:
     """A non-negative number of seconds (inf: never; NaN is refused)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise _limit_error(name, value, "a non-negative number of seconds")
-    seconds = float(value)
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    seconds = float(value) if real else math.nan
     if math.isnan(seconds) or seconds < 0:
         raise _limit_error(name, value, "a non-negative number of seconds")
     return seconds
@@ -117,108 +104,17 @@ class Limits:
                                f"{MAX_SUPPORTED_DEPTH}", StatusCode.INVALID_ARGUMENT)
 
 
-class MemoryHold:
-    """Bytes charged to a meter for as long as the object holding this lives (a HAL
-    buffer, the commands a command buffer recorded, an executable): released once,
-    by `release()` or when freed."""
-
-    __slots__ = ("meter", "nbytes")
-
-    def __init__(self, meter: "Meter", nbytes: int):
-        self.meter = meter  # already charged by Meter.hold
-        self.nbytes = nbytes
-
-    def grow(self, nbytes: int) -> None:
-        """Charges `nbytes` more (RESOURCE_EXHAUSTED over the limit; nothing changes)."""
-        if self.meter is not None and nbytes > 0:
-            self.meter.charge_memory(nbytes)
-            self.nbytes += nbytes
-
-    def release(self) -> None:
-        meter, self.meter = self.meter, None
-        if meter is not None:
-            meter.release_memory(self.nbytes)
-
-    __del__ = release
-
-
-# -- the guard of a call ---------------------------------------------------------------------
-class CallGuard:
-    """The limits of one outermost VM call, carried to the HAL work it starts: the
-    context's cancellation and absolute deadline, the call's own deadline, and
-    through `meter` its fuel and memory."""
-
-    __slots__ = ("meter", "deadline", "thread")
-
-    def __init__(self, meter: "Meter", deadline: float | None):
-        self.meter = meter
-        self.deadline = deadline
-        self.thread = threading.get_ident()  # the calling thread
-
-    def check(self) -> None:
-        """Raises CANCELLED or DEADLINE_EXCEEDED when the call must stop."""
-        _raise(self.meter.interruption_at(self.deadline))
-
-    def moved(self) -> CallGuard:
-        """The same call's guard for the thread it now runs on (its deadline kept)."""
-        return CallGuard(self.meter, self.deadline)
-
-
-_GUARD: contextvars.ContextVar = contextvars.ContextVar("vmrt_call_guard", default=None)
-
-
-def current_guard() -> CallGuard | None:
-    """The CallGuard of the VM call this thread works for, if it has limits."""
-    return _GUARD.get()
-
-
-class guarded:  # noqa: N801 (used as a function: `with guarded(meter):`)
-    """Runs a `with` block under the current call's CallGuard, checked first: the
-    guard of the call this thread runs for, else a new call's (Meter.begin_call)."""
-
-    __slots__ = ("meter", "token")
-
-    def __init__(self, meter: "Meter"):
-        self.meter = meter
-
-    def __enter__(self) -> None:
-        self.token = self.meter.enter_guard()
-
-    def __exit__(self, *error) -> None:
-        _GUARD.reset(self.token)
-
-
-#: Resets the CallGuard that Meter.enter_guard made current, given its token.
-leave_guard = _GUARD.reset
-
-
-def carry_guard(work):
-    """`work` (a callable, or None) to run on another thread under this thread's
-    CallGuard: device threads keep working for the call that submitted the work."""
-    guard = _GUARD.get()
-    if guard is None or work is None:
-        return work
-
-    def under_guard():
-        token = _GUARD.set(guard)
-        try:
-            return work()
-        finally:
-            _GUARD.reset(token)
-    return under_guard
-
-
 def _outermost(generator, guard: CallGuard):
     """An outermost call that may yield: its guard is current on its thread while it
     runs, not while it is suspended (calls made meanwhile are calls of their own)."""
     while True:
-        token = _GUARD.set(guard)
+        token = GUARD.set(guard)
         try:
             step = next(generator)
         except StopIteration as stop:
             return stop.value
         finally:
-            _GUARD.reset(token)
+            GUARD.reset(token)
         try:
             yield step
         except GeneratorExit:
@@ -243,7 +139,6 @@ def _named(error: VMError, label: str) -> VMError:
     return error
 
 
-# -- the meter ---------------------------------------------------------------------------------
 class Meter:
     """The running state of a context's Limits, shared by its generated code.
 
@@ -256,9 +151,8 @@ class Meter:
     innermost import call site is in the cell CUR, where a host re-entering the
     context (a native module calling back) continues from.
 
-    Memory held only by reference cycles (vm.lists holding each other) is
-    collected before a charge is refused, after a failed call and when
-    `memory_in_use` is read, so cycles never decide whether the context can run.
+    Memory is counted by a MemoryCounter (vmrt.vm.memory_limit), whose methods
+    the meter offers as its own.
     """
 
     MIN_SLICE = 64
@@ -272,28 +166,30 @@ class Meter:
         self.cells = generated_abi.namespace(
             "cells", **{name: types.CellType(0) for name in generated_abi.CELLS})
         self.fuel_cell, self.cur_cell = self.cells["FUEL"], self.cells["CUR"]
-        self.reserve = limits.fuel
+        self.reserve = limits.fuel  # (None: unlimited)
         self.max_depth = min(limits.max_depth if limits.max_depth is not None
                              else default_max_depth, MAX_SUPPORTED_DEPTH)
         # Each VM frame is at least one Python frame; leave room for the host's.
         if sys.getrecursionlimit() < self.max_depth + 1000:
             sys.setrecursionlimit(self.max_depth + 1000)
-        self.max_memory = limits.max_memory
+        self.memory = memory = MemoryCounter(limits.max_memory)
+        self.charge_memory, self.release_memory = memory.charge_memory, memory.release_memory
+        self.hold, self.track_container = memory.hold, memory.track_container
+        self.collect_cycles = memory.collect_cycles
         #: Whether memory is bounded (C-tier buffers, which die with the C call making
         #: them, are charged only then: vmrt/vm/ctier/runtime.h).
         self.bounds_memory = limits.max_memory is not None
-        self.memory_in_use = 0
         self.timeout = limits.timeout
         self._deadline: float | None = None      # absolute (time.monotonic)
         self.cancelled = False
         self._slice = self.MIN_SLICE
         self._last_refill = time.monotonic()
         self._fuel_lock = threading.Lock()    # dispatch workers take fuel from other threads
-        self._memory_lock = threading.Lock()  # buffers are charged and freed on any thread
-        self._containers = 0      # live metered vm.lists that can hold refs (can form cycles)
-        self._collected_at = 0    # memory_in_use at or below which nothing needs collecting
 
-    # -- deadline and cancellation ---------------------------------------------------------------
+    @property
+    def memory_in_use(self) -> int:
+        return self.memory.memory_in_use
+
     @property
     def deadline(self) -> float | None:
         return self._deadline
@@ -319,7 +215,7 @@ class Meter:
 
     def call_deadline(self) -> float | None:
         """The deadline of the call of this context running on this thread, if any."""
-        guard = _GUARD.get()
+        guard = GUARD.get()
         return guard.deadline if guard is not None and guard.meter is self else None
 
     def begin_call(self) -> CallGuard:
@@ -334,14 +230,13 @@ class Meter:
         """Makes current the CallGuard of the call of this context this thread runs
         for, checked (a check point), or of a new call (begin_call); the token resets
         it (leave_guard). What `guarded` does, in one call for the hot HAL paths."""
-        guard = _GUARD.get()
+        guard = GUARD.get()
         if guard is None or guard.meter is not self:
             guard = self.begin_call()
         else:
             guard.check()
-        return _GUARD.set(guard)
+        return GUARD.set(guard)
 
-    # -- fuel ----------------------------------------------------------------------------------
     @property
     def fuel_remaining(self) -> int | None:
         """Fuel left (exact between calls)."""
@@ -383,7 +278,7 @@ class Meter:
             error = FuelExhausted(f"out of fuel: the next block needs {cost} instructions, "
                                   f"{grant + fuel + cost} remain")
         cell.cell_contents = fuel + cost
-        _raise(error)
+        raise_error(error)
 
     def charge(self, cost: int) -> None:
         """Charges `cost` from outside generated code, as generated code charges."""
@@ -414,7 +309,6 @@ class Meter:
             with self._fuel_lock:
                 self.reserve += amount
 
-    # -- calls -----------------------------------------------------------------------------------
     def depth_exceeded(self, depth: int) -> None:
         raise DepthExceeded(f"VM call stack depth {depth} exceeds the limit of {self.max_depth}")
 
@@ -439,7 +333,7 @@ class Meter:
         cur = self.cur_cell
 
         def call(*args):
-            guard = _GUARD.get()
+            guard = GUARD.get()
             if guard is not None and guard.meter is self:
                 base = cur.cell_contents
                 if generator:
@@ -454,11 +348,11 @@ class Meter:
                 raise _named(error, label) from None
             if generator:
                 return _outermost(fn(*args, 1), guard)
-            token = _GUARD.set(guard)
+            token = GUARD.set(guard)
             try:
                 return fn(*args, 1)
             finally:
-                _GUARD.reset(token)
+                GUARD.reset(token)
         return call
 
     def _straight_entry(self, fn, cost: int, label: str):
@@ -469,7 +363,7 @@ class Meter:
         def call(*args):
             if self.cancelled or self._deadline is not None or cell.cell_contents < cost:
                 try:
-                    guard = _GUARD.get()
+                    guard = GUARD.get()
                     if guard is None or guard.meter is not self:
                         self.begin_call()
                     self.charge(cost)
@@ -479,54 +373,6 @@ class Meter:
             cell.cell_contents -= cost
             return fn(*args)
         return call
-
-    # -- memory ------------------------------------------------------------------------------------
-    def charge_memory(self, nbytes: int) -> None:
-        """Charges `nbytes` (MemoryLimitExceeded over the limit: nothing is charged)."""
-        if not self._try_charge(nbytes):
-            # Bytes only cycles hold are not in use: collect them, then decide.
-            if not (self._containers and self._collect()) or not self._try_charge(nbytes):
-                raise MemoryLimitExceeded(
-                    f"allocating {nbytes} bytes would hold {self.memory_in_use + nbytes} "
-                    f"bytes, over the limit of {self.max_memory}")
-
-    def _try_charge(self, nbytes: int) -> bool:
-        with self._memory_lock:
-            in_use = self.memory_in_use + nbytes
-            if self.max_memory is not None and in_use > self.max_memory:
-                return False
-            self.memory_in_use = in_use
-            return True
-
-    def release_memory(self, nbytes: int) -> None:
-        with self._memory_lock:
-            in_use = self.memory_in_use = self.memory_in_use - nbytes
-            if in_use < self._collected_at:
-                self._collected_at = in_use
-
-    def hold(self, nbytes: int) -> MemoryHold:
-        """Charges `nbytes` (RESOURCE_EXHAUSTED over the limit) to a MemoryHold."""
-        nbytes = max(nbytes, 0)
-        self.charge_memory(nbytes)
-        return MemoryHold(self, nbytes)
-
-    def track_container(self, delta: int) -> None:
-        """A metered vm.list that can hold refs was made (+1) or freed (-1)."""
-        with self._memory_lock:
-            self._containers += delta
-
-    def collect_cycles(self) -> None:
-        """Frees what only reference cycles hold, when some may exist: lists that
-        can hold refs are alive and memory grew since the last collection."""
-        if self._containers and self.memory_in_use > self._collected_at:
-            self._collect()
-
-    def _collect(self) -> bool:
-        before = self.memory_in_use
-        gc.collect()
-        self._collected_at = self.memory_in_use
-        return self.memory_in_use < before
-
 
 class DispatchMeter(Meter):
     """The meter of a VMVX worker context running dispatches on another thread for
@@ -541,11 +387,10 @@ class DispatchMeter(Meter):
         self.limits = parent.limits
         self.reserve = parent.reserve
         self.call_limit: float | None = None
-        self.charge_memory = parent.charge_memory
-        self.release_memory = parent.release_memory
+        self.memory = parent.memory
+        self.charge_memory, self.release_memory = parent.charge_memory, parent.release_memory
+        self.hold, self.track_container = parent.hold, parent.track_container
         self.bounds_memory = parent.bounds_memory
-        self.hold = parent.hold
-        self.track_container = parent.track_container
 
     def bind(self, guard: CallGuard) -> None:
         """Works for the call of `guard` (its deadline) from now on."""
@@ -565,14 +410,6 @@ class DispatchMeter(Meter):
         guard = CallGuard(self, self.call_limit)
         guard.check()
         return guard
-
-    @property
-    def cancelled(self) -> bool:
-        return self.parent.cancelled
-
-    @cancelled.setter
-    def cancelled(self, value: bool) -> None:  # (its own is never set: the parent's counts)
-        pass
 
     @property
     def fuel_remaining(self) -> int | None:
