@@ -104,10 +104,10 @@ class VmvxExecutable(Executable):
 
     def _worker(self, worker_id: int, guard=None) -> list:
         """The worker's dispatch functions (vmrt.Function objects by function id).
-        Work for a context with limits (`guard`, a vmrt.vm.limits.CallGuard) runs in
-        worker contexts of its own: on the calling thread metered by that context's
+        Work for a context with limits (`guard`, a vmrt.vm.call_guard.CallGuard) runs
+        in worker contexts of its own: on the calling thread metered by that context's
         Meter itself (the dispatch is then one more call nested in the calling one:
-        same fuel, same deadline, found from the frames as for any nested call),
+        same fuel, same deadline, the call's guard being current there),
         elsewhere by a DispatchMeter of it (bound to the call for each dispatch)."""
         calling_thread = guard is not None and guard.thread == threading.get_ident()
         key = worker_id if guard is None else (worker_id, guard.meter, calling_thread)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 
 
 def raise_error(error) -> None:
@@ -34,7 +35,10 @@ class CallGuard:
 
     def check(self) -> None:
         """Raises CANCELLED or DEADLINE_EXCEEDED when the call must stop."""
-        raise_error(self.meter.interruption_at(self.deadline))
+        meter, deadline = self.meter, self.deadline
+        if meter.cancelled or meter.deadline is not None or (
+                deadline is not None and time.monotonic() >= deadline):
+            raise_error(meter.interruption_at(deadline))
 
     def moved(self) -> CallGuard:
         """The same call's guard for the thread it now runs on (its deadline kept)."""

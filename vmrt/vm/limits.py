@@ -221,10 +221,9 @@ class Meter:
     def begin_call(self) -> CallGuard:
         """The CallGuard of an outermost call starting now: refused at once when the
         context is cancelled or late; with a timeout, its deadline starts here."""
-        guard = CallGuard(self, None if self.timeout is None
-                          else time.monotonic() + self.timeout)
-        guard.check()
-        return guard
+        if self.cancelled or self._deadline is not None:
+            raise_error(self.interruption_at(None))
+        return CallGuard(self, None if self.timeout is None else time.monotonic() + self.timeout)
 
     def enter_guard(self) -> contextvars.Token:
         """Makes current the CallGuard of the call of this context this thread runs
@@ -410,6 +409,10 @@ class DispatchMeter(Meter):
         guard = CallGuard(self, self.call_limit)
         guard.check()
         return guard
+
+    #: The parent's cancellation and absolute deadline stop the dispatch.
+    cancelled = property(lambda self: self.parent.cancelled, lambda self, value: None)
+    deadline = property(lambda self: self.parent.deadline)
 
     @property
     def fuel_remaining(self) -> int | None:

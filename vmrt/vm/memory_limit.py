@@ -48,22 +48,18 @@ class MemoryCounter:
         self._containers = 0      # live metered vm.lists that can hold refs (can form cycles)
         self._collected_at = 0    # memory_in_use at or below which nothing needs collecting
 
-    def charge_memory(self, nbytes: int) -> None:
+    def charge_memory(self, nbytes: int, collected: bool = False) -> None:
         """Charges `nbytes` (MemoryLimitExceeded over the limit: nothing is charged)."""
-        if not self._try_charge(nbytes):
-            # Bytes only cycles hold are not in use: collect them, then decide.
-            if not (self._containers and self._collect()) or not self._try_charge(nbytes):
-                raise MemoryLimitExceeded(
-                    f"allocating {nbytes} bytes would hold {self.memory_in_use + nbytes} "
-                    f"bytes, over the limit of {self.max_memory}")
-
-    def _try_charge(self, nbytes: int) -> bool:
         with self._lock:
             in_use = self.memory_in_use + nbytes
-            if self.max_memory is not None and in_use > self.max_memory:
-                return False
-            self.memory_in_use = in_use
-            return True
+            if self.max_memory is None or in_use <= self.max_memory:
+                self.memory_in_use = in_use
+                return
+        # Bytes only cycles hold are not in use: collect them, then decide.
+        if not collected and self._containers and self._collect():
+            return self.charge_memory(nbytes, collected=True)
+        raise MemoryLimitExceeded(f"allocating {nbytes} bytes would hold {in_use} bytes, "
+                                  f"over the limit of {self.max_memory}")
 
     def release_memory(self, nbytes: int) -> None:
         with self._lock:
