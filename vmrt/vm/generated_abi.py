@@ -86,7 +86,6 @@ NAMES = (
     # -- the C tier's entries (vmrt.vm.ctier.runtime, straight_entry) --
     Name("CALL", "cffi function", "c_entry", "vmrt.vm.ctier.runtime",
          "the C entry of the function (vmrt_entry_N, or vmrt_metered_N with limits)"),
-    Name("PLAIN", "cffi function", "c_entry", "vmrt.vm.ctier.runtime", "vmrt_entry_N"),
     Name("GENERAL", "callable", "c_entry", "vmrt.vm.ctier.runtime",
          "the entry of a function with ref arguments (general_entry)"),
     Name("FAILED", "callable", "c_entry", "vmrt.vm.ctier.runtime",

@@ -406,12 +406,11 @@ def straight_entry(cinstance: CInstance, ordinal: int, kinds, results, general, 
     shape = _entry_shape(meter is not None, static_cost, general is not None)
     source = _entry_source(kinds, results, shape, meter is not None, static_cost)
     lib = cinstance.cmodule.lib
-    plain = getattr(lib, f"vmrt_entry_{ordinal}")
     local, new = (cinstance._local, cinstance.context) if meter is None else \
         (cinstance.metered_local(meter), lambda: cinstance.metered_context(meter))
     # (CALL: vmrt_entry_N or vmrt_metered_N, by shape; general: GENERAL)
     namespace = abi_namespace(
-        "c_entry", CALL=getattr(lib, f"vmrt_{shape}_{ordinal}", plain), PLAIN=plain,
+        "c_entry", CALL=getattr(lib, f"vmrt_{shape}_{ordinal}", None),
         GENERAL=general, FAILED=cinstance.failed, F32_BITS=_f32_bits, READ_F32=_read_f32,
         READ_F64=_read_f64, LOCAL=local, NEW=new)
     return _entry_function(source, namespace, meter.cells if meter is not None else {})
