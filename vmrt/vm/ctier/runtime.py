@@ -291,8 +291,12 @@ class CInstance:
             if c.err_kind == E.CTRL_C:
                 c.err_kind = c.frame_count = 0
                 ctrl_c.stopped()
-            error = c_error(self.instance, c, refs, call)
-            c.err_kind = c.frame_count = 0  # (the thread's context serves its next call)
+            try:
+                error = c_error(self.instance, c, refs, call)
+            finally:
+                c.err_kind = c.frame_count = 0  # (the thread's context serves its next call)
+                if call is not None:  # (kept, its traceback would keep the call's values)
+                    call.error = None
             raise error from None
 
     def run(self, c, call, refs, call_c, *args) -> None:
