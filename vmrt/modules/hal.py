@@ -10,7 +10,6 @@ turns numpy arrays into buffer views for `Function` calls and back.
 from __future__ import annotations
 
 import struct
-import sys
 import time
 
 from vmrt.elements import element_types_compatible, format_element_type, format_shape
