@@ -24,10 +24,10 @@ from vmrt.asm.syntax import Ignored, Literal, Optional, Remaps, Slot, templates
 from vmrt.errors import DisassemblyError, StatusCode
 from vmrt.format import ImportFlagBits, read_module
 from vmrt.format.function_body import decode_function_body
+from vmrt.isa.registers import IMPORT_ORDINAL_BIT
 from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import I32_MASK, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
 
-IMPORT_BIT = 0x80000000
 _CCONV_TYPE_NAMES = {"i": "i32", "I": "i64", "f": "f32", "F": "f64", "r": "!vm.ref<?>"}
 
 
@@ -141,8 +141,8 @@ class ModuleNames:
             return None
 
     def callee(self, ordinal: int) -> str:
-        if ordinal & IMPORT_BIT:
-            k = ordinal & ~IMPORT_BIT
+        if ordinal & IMPORT_ORDINAL_BIT:
+            k = ordinal & ~IMPORT_ORDINAL_BIT
             if k < len(self.imports) and self.imports[k]:
                 return self.imports[k]
             return f"import:{k}"

@@ -13,6 +13,9 @@ REF_MOVE_BIT = 0x4000
 REF_MASK = 0x3FFF
 I32_MASK = 0x7FFF
 
+#: A function ordinal with this bit set names an import (the low bits its ordinal).
+IMPORT_ORDINAL_BIT = 0x80000000
+
 #: Upper bounds on a function's declared register counts (isa.h).
 MAX_I32_REGISTERS = 0x7FFF
 MAX_REF_REGISTERS = 0x3FFF
@@ -24,6 +27,12 @@ def is_ref(ordinal: int) -> bool:
 
 def is_move(ordinal: int) -> bool:
     return bool(ordinal & REF_TYPE_BIT) and bool(ordinal & REF_MOVE_BIT)
+
+
+def pair_start(i32_count: int) -> int:
+    """The first register an i64/f64 pair may take at or after `i32_count` (pairs
+    start at even registers)."""
+    return i32_count + (i32_count & 1)
 
 
 def ref_index(ordinal: int) -> int:

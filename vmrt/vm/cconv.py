@@ -32,6 +32,7 @@ from __future__ import annotations
 import struct
 
 from vmrt.errors import CConvError, StatusCode
+from vmrt.isa.registers import pair_start
 
 VOID, I32, I64, F32, F64, REF, SPAN_START, SPAN_END = "v", "i", "I", "f", "F", "r", "C", "D"
 SCALAR_TYPES = frozenset("iIfFr")
@@ -198,7 +199,7 @@ def _register_slots(fragment: str) -> tuple[list[str], int, int]:
             names.append(f"i{i32_count}")
             i32_count += 1
         elif ch in "IF":
-            i32_count += i32_count & 1
+            i32_count = pair_start(i32_count)
             names.append(f"i{i32_count}")
             i32_count += 2
         elif ch == "r":

@@ -25,11 +25,9 @@ from typing import NamedTuple
 
 from vmrt.isa.decoder import Decoded
 from vmrt.isa.operands import OperandKind
-from vmrt.isa.registers import REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
+from vmrt.isa.registers import IMPORT_ORDINAL_BIT, REF_MASK, REF_TYPE_BIT, is_move
 from vmrt.vm import generated_abi
 from vmrt.vm.cconv import register_names, walk_fragment
-
-IMPORT_BIT = 0x80000000
 
 _WRAP32 = ("if not -2147483648 <= {x} <= 2147483647: "
            "{x} = (({x} + 2147483648) & 4294967295) - 2147483648")
@@ -42,10 +40,6 @@ def reg_name(ordinal: int) -> str:
     if ordinal & REF_TYPE_BIT:
         return f"r{ordinal & REF_MASK}"
     return f"i{ordinal}"
-
-
-def is_move(ordinal: int) -> bool:
-    return (ordinal & (REF_TYPE_BIT | REF_MOVE_BIT)) == (REF_TYPE_BIT | REF_MOVE_BIT)
 
 
 def literal(value) -> str:
@@ -684,7 +678,7 @@ class FunctionGenerator:
 
     def emit_resolved(self, d, indent):
         ordinal, result = d.values
-        self.out.emit(indent, f"{reg_name(result)} = RESOLVED[{ordinal & ~IMPORT_BIT}]")
+        self.out.emit(indent, f"{reg_name(result)} = RESOLVED[{ordinal & ~IMPORT_ORDINAL_BIT}]")
 
     def emit_plain_call(self, d, indent):
         self.emit_call(d, indent, yieldable=False)

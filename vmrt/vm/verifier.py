@@ -16,7 +16,7 @@ from vmrt.isa import BLOCK_OPCODE, BY_OPCODE, INSTRUCTIONS, PREFIXES
 from vmrt.isa.decoder import DECODERS, DecodeError
 from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import (
-    MAX_I32_REGISTERS, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT,
+    IMPORT_ORDINAL_BIT, MAX_I32_REGISTERS, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT,
     round_up_pow2,
 )
 from vmrt.vm.cconv import Signature, count_registers, signature_of
@@ -30,8 +30,6 @@ AVAILABLE_FEATURES = FEATURE_EXT_F32 | FEATURE_EXT_F64 | FEATURE_YIELD | FEATURE
 FEATURE_NAMES = ((FEATURE_EXT_F32, "EXT_F32"), (FEATURE_EXT_F64, "EXT_F64"),
                  (FEATURE_YIELD, "YIELD"), (FEATURE_UNWIND, "UNWIND"))
 
-#: Bit of a call's function ordinal marking an import (isa.h).
-IMPORT_ORDINAL_BIT = 0x80000000
 #: Block pcs must stay below this (isa.h IREE_VM_ISA_PC_BLOCK_MAX).
 PC_BLOCK_MAX = 0x00FFFFFF
 

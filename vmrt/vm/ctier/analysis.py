@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vmrt.isa.operands import OperandKind
-from vmrt.isa.registers import REF_MASK, REF_TYPE_BIT
-from vmrt.vm.codegen import IMPORT_BIT, is_move
+from vmrt.isa.registers import IMPORT_ORDINAL_BIT, is_move, is_ref
+from vmrt.vm.cconv import register_names
 
 WIDE = ("i64", "f64")
 #: cconv element -> register type.
@@ -45,14 +45,6 @@ class FunctionShape:
     callees: frozenset[int]
 
 
-def is_ref(ordinal: int) -> bool:
-    return bool(ordinal & REF_TYPE_BIT)
-
-
-def ref_index(ordinal: int) -> int:
-    return ordinal & REF_MASK
-
-
 def c_formula(instruction) -> str:
     return instruction.c
 
@@ -69,17 +61,8 @@ def fragment_types(fragment: str) -> list[str]:
 
 def argument_registers(fragment: str) -> list[tuple[int, str]]:
     """(register, type) of each argument, i64/f64 in aligned pairs (vmrt.vm.cconv)."""
-    placed, next_i, next_r = [], 0, 0
-    for kind in fragment_types(fragment):
-        if kind == "ref":
-            placed.append((next_r, kind))
-            next_r += 1
-        else:
-            if kind in WIDE:
-                next_i += next_i & 1
-            placed.append((next_i, kind))
-            next_i += 2 if kind in WIDE else 1
-    return placed
+    kinds = fragment_types(fragment)  # (refuses spans first)
+    return [(int(name[1:]), kind) for name, kind in zip(register_names(fragment), kinds)]
 
 
 class TypeState:
@@ -271,7 +254,7 @@ class FunctionAnalysis:
             raise NotCompilable("variadic call")
         values = dict(zip(names, d.values))
         callee = values["callee_ordinal"]
-        if callee & IMPORT_BIT:
+        if callee & IMPORT_ORDINAL_BIT:
             raise NotCompilable("calls an import")
         if not 0 <= callee < len(self.module.verified):
             raise NotCompilable("calls a function that does not exist")

@@ -15,9 +15,10 @@ import enum
 import math
 
 from vmrt.isa.operands import OperandKind
+from vmrt.isa.registers import is_move, is_ref, ref_index
 from vmrt.vm.ctier.analysis import (
-    FunctionAnalysis, argument_registers, branch_edges, c_formula, fragment_types, is_move,
-    is_ref, operand_values, ref_index, TypeState,
+    FunctionAnalysis, argument_registers, branch_edges, c_formula, fragment_types,
+    operand_values, TypeState,
 )
 
 class ErrorKind(enum.IntEnum):
