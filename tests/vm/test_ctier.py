@@ -21,6 +21,8 @@ from vmrt.errors import DepthExceeded, StatusCode, VMError
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.ctier.build import compiler_identity
 
+from tests.vm.ctier_programs import LOOP_SUM
+
 pytestmark = pytest.mark.skipif(compiler_identity() is None, reason="needs a C compiler")
 
 PROGRAM = r"""
@@ -31,23 +33,7 @@ vm.type f32
 vm.type !vm.buffer
 vm.type !vm.list<!vm.buffer>
 vm.rodata[0] = 01000000020000000300000004000000
-
-vm.export @loop_sum
-vm.func @loop_sum(%i0: i32) -> (i32) {
-^bb0:
-  %i1 = vm.const.i32.zero
-  %i2 = vm.const.i32.zero
-  %i3 = vm.const.i32 1
-  vm.br ^bb1()
-^bb1:
-  %i1 = vm.add.i32 %i1, %i2
-  %i2 = vm.add.i32 %i2, %i3
-  %i4 = vm.cmp.lt.i32.s %i2, %i0
-  vm.cond_br %i4, ^bb1(), ^bb2()
-^bb2:
-  vm.return %i1
-}
-
+""" + LOOP_SUM + r"""
 vm.func @twice(%i0:1: i64) -> (i64) {
 ^bb0:
   %i2:3 = vm.add.i64 %i0:1, %i0:1

@@ -20,6 +20,8 @@ from vmrt.errors import VMError
 from vmrt.vm.ctier import toolchain
 from vmrt.vm.ctier.build import compiler_identity
 
+from tests.vm.ctier_programs import counted_loop
+
 ROOT = Path(__file__).resolve().parents[2]
 needs_compiler = pytest.mark.skipif(compiler_identity() is None, reason="needs a C compiler")
 
@@ -44,24 +46,10 @@ def test_split_units_of_nothing_is_nothing():
 CALLS = r"""
 vm.module @MODULE version 0
 vm.type i32
-
-vm.export @outer
-vm.func @outer(%i0: i32) -> (i32) {
-^bb0:
-  %i1 = vm.const.i32.zero
-  %i2 = vm.const.i32.zero
-  %i3 = vm.const.i32 1
-  vm.br ^bb1()
-^bb1:
+""" + counted_loop("outer", """
   %i4 = vm.call @middle(%i2)
   %i1 = vm.add.i32 %i1, %i4
-  %i2 = vm.add.i32 %i2, %i3
-  %i5 = vm.cmp.lt.i32.s %i2, %i0
-  vm.cond_br %i5, ^bb1(), ^bb2()
-^bb2:
-  vm.return %i1
-}
-
+""", flag="%i5") + r"""
 vm.func @middle(%i0: i32) -> (i32) {
 ^bb0:
   %i1 = vm.const.i32.zero

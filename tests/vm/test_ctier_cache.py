@@ -23,29 +23,12 @@ import pytest
 from vmrt.asm import assemble
 from vmrt.vm.ctier.build import compiler_identity
 
+from tests.vm.ctier_programs import LOOP_SUM
+
 pytestmark = pytest.mark.skipif(compiler_identity() is None, reason="needs a C compiler")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PROGRAM = r"""
-vm.module @ctier_cache version 0
-vm.type i32
-
-vm.export @loop_sum
-vm.func @loop_sum(%i0: i32) -> (i32) {
-^bb0:
-  %i1 = vm.const.i32.zero
-  %i2 = vm.const.i32.zero
-  %i3 = vm.const.i32 1
-  vm.br ^bb1()
-^bb1:
-  %i1 = vm.add.i32 %i1, %i2
-  %i2 = vm.add.i32 %i2, %i3
-  %i4 = vm.cmp.lt.i32.s %i2, %i0
-  vm.cond_br %i4, ^bb1(), ^bb2()
-^bb2:
-  vm.return %i1
-}
-"""
+PROGRAM = "vm.module @ctier_cache version 0\nvm.type i32\n" + LOOP_SUM
 
 #: Loads the module, calls it, and prints its result, whether it ran in C and the
 #: files the process has mapped (path -> inode, from /proc/self/maps): what dlopen
