@@ -204,6 +204,16 @@ def test_read_only_buffer_refused_alike(tiers):
     assert errors[0] == errors[1] and errors[0][2] == StatusCode.PERMISSION_DENIED
 
 
+def test_a_ref_of_the_wrong_type_is_named_alike_in_both_tiers(tiers):
+    from vmrt.vm.list import VMList
+    from vmrt.vm.ref import as_type_def
+
+    errors = [outcome(m.function("buffer_sum"), VMList(as_type_def("i32"), 1), 1)
+              for m in tiers]
+    assert errors[0] == errors[1]
+    assert errors[0][3] == "vm.buffer.load.f32: ref operand of the wrong type (!vm.list)"
+
+
 def test_lists_of_buffers_and_rodata(tiers):
     c, python = tiers
     from vmrt.vm.list import VMList

@@ -31,6 +31,7 @@ from itertools import chain
 
 from vmrt import memory
 from vmrt.errors import StatusCode, VMError
+from vmrt.vm.error_kinds import ErrorKind, range_error, vm_error
 from vmrt.vm.ref import RefObject, null_ref_error, register_ref_type
 from vmrt.vm.value import round_f32, wrap_i32, wrap_i64  # noqa: F401 (wraps: generated stores)
 
@@ -74,19 +75,16 @@ def _is_valid_alignment(alignment: int) -> bool:
 
 def _check_alignment(alignment: int) -> None:
     if not _is_valid_alignment(alignment):
-        raise VMError(f"alignments must be powers of two (got {alignment})",
-                      StatusCode.INVALID_ARGUMENT)
+        raise vm_error(ErrorKind.ALIGNMENT, alignment=alignment)
 
 
 def _allocate(length: int) -> bytearray:
     if length < 0:
-        raise VMError(f"buffer length {length} is negative (as unsigned: "
-                      f"{length & _MASK64})", StatusCode.OUT_OF_RANGE)
+        raise vm_error(ErrorKind.NEGATIVE_LENGTH, length=length, unsigned=length & _MASK64)
     try:
         return bytearray(length)
     except (MemoryError, OverflowError):
-        raise VMError(f"cannot allocate a buffer of {length} bytes",
-                      StatusCode.RESOURCE_EXHAUSTED) from None
+        raise vm_error(ErrorKind.ALLOC, length=length) from None
 
 
 class VMBuffer(RefObject):
@@ -346,14 +344,10 @@ class VMBuffer(RefObject):
     # ----------------------------------------------------------------------
 
     def _range_error(self, offset: int, length: int, alignment: int) -> VMError:
-        return VMError(
-            f"out-of-bounds access detected (offset={offset}, length={length}, "
-            f"alignment={alignment}, buffer length={self.length})",
-            StatusCode.OUT_OF_RANGE)
+        return range_error(offset, length, alignment, self.length)
 
     def _read_only_error(self) -> VMError:
-        return VMError("buffer is read-only and cannot be mapped for mutation",
-                       StatusCode.PERMISSION_DENIED)
+        return vm_error(ErrorKind.READ_ONLY)
 
     def _align_range(self, offset: int, length: int, alignment: int) -> tuple[int, int]:
         if alignment > 1:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import struct
 import types
 
-from vmrt.errors import DepthExceeded, StatusCode, VMError, VmrtError, limit_of, release_frames
+from vmrt.errors import StatusCode, VMError, VmrtError, limit_of, release_frames
+from vmrt.vm.error_kinds import ErrorKind, vm_error
+from vmrt.vm.ref import type_label
 
 #: Generated code's file names start with this (vmrt.vm.module._compile).
 _GENERATED_PREFIX = "<vmrt "
@@ -122,16 +124,15 @@ def translate_exception(exc: BaseException, context, tb) -> VMError:
     if isinstance(exc, VmrtError):  # (a limit that stopped HAL work keeps its subclass)
         return VMError(exc.message, exc.code, limit=limit_of(exc))
     if isinstance(exc, ZeroDivisionError):
-        return VMError(f"{prefix}integer division by zero", StatusCode.INVALID_ARGUMENT)
+        return vm_error(ErrorKind.DIV_ZERO, where=prefix)
     if isinstance(exc, RecursionError):
-        return DepthExceeded(f"{prefix}VM call stack depth exceeded")
+        return vm_error(ErrorKind.DEPTH, where=prefix)
     if isinstance(exc, MemoryError):
         return VMError(f"{prefix}out of memory", StatusCode.RESOURCE_EXHAUSTED)
     if isinstance(exc, AttributeError):
         if _is_null_access(exc):
-            return VMError(f"{prefix}null ref operand", StatusCode.INVALID_ARGUMENT)
-        return VMError(f"{prefix}ref operand of the wrong type ({exc})",
-                       StatusCode.INVALID_ARGUMENT)
+            return vm_error(ErrorKind.NULL_REF, where=prefix)
+        return vm_error(ErrorKind.WRONG_REF, where=prefix, detail=type_label(exc.obj))
     if isinstance(exc, (struct.error, OverflowError, ValueError, TypeError, IndexError)):
         return VMError(f"{prefix}{type(exc).__name__}: {exc}", StatusCode.INVALID_ARGUMENT)
     return VMError(f"{prefix}internal error: {type(exc).__name__}: {exc}", StatusCode.INTERNAL)

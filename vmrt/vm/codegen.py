@@ -28,6 +28,7 @@ from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import IMPORT_ORDINAL_BIT, REF_MASK, REF_TYPE_BIT, is_move
 from vmrt.vm import generated_abi
 from vmrt.vm.cconv import register_names, walk_fragment
+from vmrt.vm.error_kinds import ERRORS, ErrorKind
 
 _WRAP32 = ("if not -2147483648 <= {x} <= 2147483647: "
            "{x} = (({x} + 2147483648) & 4294967295) - 2147483648")
@@ -446,7 +447,8 @@ class FunctionGenerator:
             out.emit(indent, stmt)
         if target >= len(self.plan.blocks):
             # Only a vm.fail with a zero status in the last block gets here.
-            out.emit(indent, "FAIL(9, 'execution fell through the end of the function')")
+            fell = ERRORS[ErrorKind.FELL_THROUGH]
+            out.emit(indent, f"FAIL({int(fell.status)}, {fell.template!r})")
             return
         if loop is None:
             out.emit(indent, f"blk = {target}")

@@ -33,6 +33,7 @@ max(n rounded up to 64, 2 * capacity); alloc(0) has capacity 0.
 from __future__ import annotations
 
 from vmrt.errors import StatusCode, VMError
+from vmrt.vm.error_kinds import ErrorKind, vm_error
 from vmrt.vm.ref import (
     ANY_REF_TYPE, RefObject, TypeDef, as_type_def,
     register_ref_type, value_type_def,
@@ -155,8 +156,7 @@ class VMList(RefObject):
     # ----------------------------------------------------------------------
 
     def _index_error(self, index: int) -> VMError:
-        return VMError(f"index {_as_count(index)} out of bounds ({len(self._values)})",
-                       StatusCode.OUT_OF_RANGE)
+        return vm_error(ErrorKind.LIST_INDEX, index=_as_count(index), count=len(self._values))
 
     def _check_index(self, index: int) -> None:
         if not 0 <= index < len(self._values):

@@ -23,6 +23,7 @@ from pathlib import Path
 from vmrt.errors import ModuleFormatError, StatusCode, VMError, VmrtError
 from vmrt.isa.decoder import decode_function
 from vmrt.vm.cconv import signature_of
+from vmrt.vm.error_kinds import ErrorKind, vm_error
 from vmrt.vm import code_cache, codegen, generated_abi, numerics
 from vmrt.vm.ctier import selected_tier
 from vmrt.vm.buffer import (
@@ -33,7 +34,7 @@ from vmrt.vm.list import list_alloc, metered_list_alloc
 from vmrt.vm.module_cache import VerifiedModule, read_verified, verify_definition
 from vmrt.vm.ref import check_ref_type, ref_or_null, resolve_type
 from vmrt.vm.source_maps import source_location
-from vmrt.vm.verifier import IMPORT_ORDINAL_BIT
+from vmrt.isa.registers import IMPORT_ORDINAL_BIT
 
 
 @dataclass(frozen=True)
@@ -446,14 +447,12 @@ class BytecodeModuleInstance(ModuleInstance):
 
             def load(offset, packer=packer, width=width):
                 if offset < 0 or offset + width > size:
-                    raise VMError(f"global byte offset {offset} out of range of {size} bytes",
-                                  StatusCode.OUT_OF_RANGE)
+                    raise vm_error(ErrorKind.GLOBAL_RANGE, offset=offset, size=size)
                 return packer.unpack_from(self.rwdata, offset)[0]
 
             def store(offset, value, packer=packer, width=width):
                 if offset < 0 or offset + width > size:
-                    raise VMError(f"global byte offset {offset} out of range of {size} bytes",
-                                  StatusCode.OUT_OF_RANGE)
+                    raise vm_error(ErrorKind.GLOBAL_RANGE, offset=offset, size=size)
                 packer.pack_into(self.rwdata, offset, value)
 
             accessors[f"GLOBAL_LOAD_{code}"] = load

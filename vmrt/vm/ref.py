@@ -40,6 +40,7 @@ The registry here is process-wide.
 from __future__ import annotations
 
 from vmrt.errors import StatusCode, VMError
+from vmrt.vm.error_kinds import ErrorKind, vm_error
 from vmrt.vm.value import VALUE_TYPE_BY_NAME, VALUE_TYPE_NAME, ValueType
 
 __all__ = [
@@ -338,20 +339,19 @@ def ref_or_null(ref_type: RefType | None, obj):
     return None
 
 
-def _type_label(obj) -> str:
+def type_label(obj) -> str:
     ref_type = getattr(obj, "ref_type", None)
     return f"!{ref_type.name}" if ref_type is not None else type(obj).__name__
 
 
 def _mismatch_message(ref_type: RefType | None, obj) -> str:
     want = f"!{ref_type.name}" if ref_type is not None else "a value/variant type"
-    return f"source ref type mismatch ({_type_label(obj)} is not {want})"
+    return f"source ref type mismatch ({type_label(obj)} is not {want})"
 
 
 def null_ref_error(what: str, obj=None) -> VMError:
     """The INVALID_ARGUMENT error upstream returns when an operand that must
     be a buffer/list is null or of another type ("buffer is null"): a
     wrong-typed ref derefs to NULL upstream, so both read "... is null"."""
-    if obj is None:
-        return VMError(f"{what} is null", StatusCode.INVALID_ARGUMENT)
-    return VMError(f"{what} is null (got {_type_label(obj)})", StatusCode.INVALID_ARGUMENT)
+    got = "" if obj is None else f" (got {type_label(obj)})"
+    return vm_error(ErrorKind.NULL_NAMED, what=what, got=got)

@@ -11,44 +11,15 @@ in one call without the GIL.
 
 from __future__ import annotations
 
-import enum
 import math
 
 from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import is_move, is_ref, ref_index
+from vmrt.vm.error_kinds import c_error_kinds
 from vmrt.vm.ctier.analysis import (
     FunctionAnalysis, argument_registers, branch_edges, c_formula, fragment_types,
     operand_values, TypeState,
 )
-
-class ErrorKind(enum.IntEnum):
-    """What a failed C call records in c->err_kind (runtime.py turns each into the
-    Python tier's VMError); generate_module emits them as VMRT_E_<NAME>."""
-
-    RANGE_ELEMENTS = 1    # a: element offset, b: element size
-    RANGE_BYTES = 2       # a: byte offset, b: byte length
-    READ_ONLY = 3
-    NULL_REF = 4          # the instruction's ref operand is null
-    WRONG_REF = 5         # ... or not of the kind the instruction needs
-    DIV_ZERO = 6
-    FAIL = 7              # a: status (the message is the instruction's)
-    DEPTH = 8             # a: depth
-    ALLOC = 9             # a: length
-    NEGATIVE_LENGTH = 10  # a: length
-    ALIGNMENT = 11        # a: alignment
-    GLOBAL_RANGE = 12     # a: byte offset
-    LIST_INDEX = 13       # a: index
-    FELL_THROUGH = 14
-    NULL_NAMED = 15       # a: operand number (runtime.py OPERAND_NAMES)
-    RANGE_FILL = 19       # a: element offset, b: element size, err_c: count
-    LIMIT = 20            # the host's refill or memory charge stopped the call
-    CTRL_C = 21           # Ctrl-C was pressed during the call (vmrt/ctrl_c.py)
-
-
-def error_kinds() -> str:
-    return "enum {\n" + "".join(f"  VMRT_E_{kind.name} = {kind.value},\n"
-                                for kind in ErrorKind) + "};\n"
-
 
 C_TYPES = {"i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double",
            "ref": "vmrt_ref *"}
@@ -427,6 +398,6 @@ def generate_module(module, shapes: dict) -> tuple[str, list[str], list[str]]:
                             metered_workgroups_function(shape)) if m is not None]
         parts.append("\n".join([emitter.generate()] + [body for body, _ in made]))
         declarations += [declaration for _, declaration in made]
-    head = "\n".join([error_kinds()] + prototypes +
+    head = "\n".join([c_error_kinds()] + prototypes +
                       [f"VMRT_INTERNAL {declaration}" for declaration in declarations])
     return head + "\n", parts, declarations

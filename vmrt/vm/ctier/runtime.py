@@ -13,22 +13,22 @@ the Python tier (hooks are compiled into its code); contexts with limits never b
 from __future__ import annotations
 
 import functools
-import re
 import sys
 import threading
 import types
 
 from vmrt import ctrl_c
-from vmrt.errors import DepthExceeded, StatusCode, VMError
+from vmrt.errors import StatusCode, VMError
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.ctier.analysis import argument_registers, compilable_functions, fragment_types
 from vmrt.vm.ctier.build import BuildError, RememberedFailure, compiler_identity, load_or_build
-from vmrt.vm.ctier.cgen import ErrorKind as E, generate_module
+from vmrt.vm.ctier.cgen import generate_module
+from vmrt.vm.error_kinds import ErrorKind as E, NULL_OPERANDS, vm_error
 from vmrt.vm.generated_abi import CELLS, namespace as abi_namespace
 from vmrt.vm.list import VMList
+from vmrt.vm.ref import type_label
 
-#: VMRT_NAMED_BUFFER's operand numbers (runtime.h).
-OPERAND_NAMES = ("source_buffer", "target_buffer", "lhs_buffer", "rhs_buffer")
+#: The kinds of a CallRefs descriptor (runtime.h VMRT_KIND_BUFFER, VMRT_KIND_LIST).
 KIND_BUFFER, KIND_LIST = 1, 2
 _notice_lock = threading.Lock()
 _noticed: set[str] = set()
@@ -567,11 +567,6 @@ def _ref_object(c, refs: CallRefs | None, instance):
     return None
 
 
-def _method_of(decoded) -> str:
-    found = re.search(r"\}\.(\w+)", decoded.instruction.py) if decoded else None
-    return found.group(1) if found else "?"
-
-
 def _error_of(c, decoded, refs, instance, call) -> VMError:
     kind, a, b = c.err_kind, c.err_a, c.err_b
     if kind == E.LIMIT and call is not None and isinstance(call.error, VMError):
@@ -583,57 +578,52 @@ def _error_of(c, decoded, refs, instance, call) -> VMError:
             call.meter.depth_exceeded(a)
         except VMError as error:
             return error
-    where = f"{decoded.instruction.vm_name}: " if decoded is not None else ""
-    length = c.err_ref.length if c.err_ref else 0
-    sized = types.SimpleNamespace(length=length)
-    if kind == E.RANGE_ELEMENTS:
-        return VMBuffer._range_error(sized, a * b, b, b)
-    if kind == E.RANGE_FILL:
-        return VMBuffer._range_error(sized, a * b, c.err_c * b, b)
-    if kind == E.RANGE_BYTES:
-        return VMBuffer._range_error(sized, a, b, 1)
-    if kind == E.READ_ONLY:
-        return VMBuffer._read_only_error(sized)
-    if kind == E.NULL_REF:
-        return VMError(f"{where}null ref operand", StatusCode.INVALID_ARGUMENT)
-    if kind == E.WRONG_REF:
-        obj = _ref_object(c, refs, instance)
-        return VMError(f"{where}ref operand of the wrong type ('{type(obj).__name__}' object "
-                       f"has no attribute '{_method_of(decoded)}')", StatusCode.INVALID_ARGUMENT)
-    return _other_error(c, kind, a, where, decoded, refs, instance)
-
-
-def _other_error(c, kind, a, where, decoded, refs, instance) -> VMError:
-    from vmrt.vm.buffer import _check_alignment, _allocate
-    from vmrt.vm.ref import null_ref_error
-
-    if kind == E.DIV_ZERO:
-        return VMError(f"{where}integer division by zero", StatusCode.INVALID_ARGUMENT)
     if kind == E.FAIL:
-        message = bytes(decoded.values[1]).decode("utf-8", "replace")
-        try:
-            code = StatusCode(a & 0x1F)
-        except ValueError:
-            code = StatusCode.UNKNOWN
-        return VMError(message, code)
-    if kind == E.DEPTH:
-        return DepthExceeded(f"{where}VM call stack depth exceeded")
-    if kind == E.ALLOC:
-        return VMError(f"cannot allocate a buffer of {a} bytes", StatusCode.RESOURCE_EXHAUSTED)
-    if kind in (E.NEGATIVE_LENGTH, E.ALIGNMENT):
-        try:
-            _check_alignment(a) if kind == E.ALIGNMENT else _allocate(a)
-        except VMError as error:
-            return error
+        return _failed(decoded, a)
+    fields = _error_fields(c, kind, a, b, refs, instance)
+    if fields is None:
+        where = f"{decoded.instruction.vm_name}: " if decoded is not None else ""
+        return VMError(f"{where}internal error: C tier error kind {kind}", StatusCode.INTERNAL)
+    if kind in (E.RANGE_ELEMENTS, E.RANGE_FILL):
+        kind = E.RANGE_BYTES
+    fields["where"] = f"{decoded.instruction.vm_name}: " if decoded is not None else ""
+    return vm_error(E(kind), **fields)
+
+
+def _error_fields(c, kind, a, b, refs, instance) -> dict | None:
+    """The numbers a kind's message template (vmrt.vm.error_kinds) names, read off
+    what the C call recorded; None for a kind the C tier does not record."""
+    length = c.err_ref.length if c.err_ref else 0
+    if kind == E.RANGE_ELEMENTS:
+        return dict(offset=a * b, length=b, alignment=b, buffer_length=length)
+    if kind == E.RANGE_FILL:
+        return dict(offset=a * b, length=c.err_c * b, alignment=b, buffer_length=length)
+    if kind == E.RANGE_BYTES:
+        return dict(offset=a, length=b, alignment=1, buffer_length=length)
+    if kind == E.WRONG_REF:
+        return dict(detail=type_label(_ref_object(c, refs, instance)))
+    if kind in (E.ALLOC, E.NEGATIVE_LENGTH):
+        return dict(length=a, unsigned=a & 0xFFFFFFFFFFFFFFFF)
+    if kind == E.ALIGNMENT:
+        return dict(alignment=a)
     if kind == E.GLOBAL_RANGE:
-        size = len(instance.rwdata)
-        return VMError(f"global byte offset {a} out of range of {size} bytes",
-                       StatusCode.OUT_OF_RANGE)
+        return dict(offset=a, size=len(instance.rwdata))
     if kind == E.LIST_INDEX:
-        return VMList._index_error(types.SimpleNamespace(_values=range(c.err_ref.count)), a)
-    if kind == E.FELL_THROUGH:
-        return VMError("execution fell through the end of the function",
-                       StatusCode.FAILED_PRECONDITION)
+        return dict(index=a & 0xFFFFFFFF if a < 0 else a, count=c.err_ref.count)
     if kind == E.NULL_NAMED:
-        return null_ref_error(OPERAND_NAMES[a], _ref_object(c, refs, instance))
-    return VMError(f"{where}internal error: C tier error kind {kind}", StatusCode.INTERNAL)
+        obj = _ref_object(c, refs, instance)
+        return dict(what=NULL_OPERANDS[a], got="" if obj is None else f" (got {type_label(obj)})")
+    if kind in (E.READ_ONLY, E.NULL_REF, E.DIV_ZERO, E.DEPTH, E.FELL_THROUGH):
+        return {}
+    return None
+
+
+def _failed(decoded, status: int) -> VMError:
+    """vm.fail's error: the module's message and status (UNKNOWN for a status
+    StatusCode does not name)."""
+    message = bytes(decoded.values[1]).decode("utf-8", "replace")
+    try:
+        code = StatusCode(status & 0x1F)
+    except ValueError:
+        code = StatusCode.UNKNOWN
+    return VMError(message, code)
