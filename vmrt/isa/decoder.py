@@ -1,10 +1,10 @@
 """Instruction decoding derived from the ISA table: bytes at a pc -> operand values.
 
-One decoder function per operand layout is generated from the operand lists when
-this module is imported (Python source, compiled once): the 265 instructions share
-29 layouts (`AddI32` and `MulI32` both read three u16 registers), so the import
-compiles 29 small functions rather than 265, and decoding an instruction is a
-table index plus a few struct unpacks. Every read is bounds-checked against the
+Each operand layout is read off the operand lists when this module is imported:
+the 265 instructions share 29 layouts (`AddI32` and `MulI32` both read three u16
+registers), each a few segments (runs of fixed-size operands read by one struct
+unpack, and the variable-size lists), so decoding an instruction is a table
+index plus a few struct unpacks. Every read is bounds-checked against the
 end of the function: malformed bytecode raises DecodeError, never IndexError.
 
 Decoded values, in operand order: registers as raw u16 ordinals (ref/move bits
@@ -15,6 +15,7 @@ table cases as tuples of (target pc, pairs).
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import NamedTuple
 
@@ -103,11 +104,7 @@ _VARIABLE_LETTERS = {
     OperandKind.BRANCH_OPERANDS: "R",
     OperandKind.BRANCH_TABLE_CASES: "C",
 }
-_VARIABLE_READS = {
-    "S": "read_string(data, pc, end, start)",
-    "V": "read_register_list(data, pc, end, start)",
-    "R": "read_remap_list(data, pc, end, start)",
-}
+VARIABLE = "SVRC"
 
 
 def operand_layout(inst: Instruction) -> str:
@@ -125,54 +122,74 @@ def operand_layout(inst: Instruction) -> str:
     return "".join(letters)
 
 
-def _generate_decoder(layout: str):
-    """Python source for the decoder of one operand layout
-    (data, pc, end, start) -> (values, pc), and the struct constants it uses."""
-    lines = [f"def decode_{layout}(data, pc, end, start):"]
-    names = []
-    fixed: list[tuple[str, str]] = []
-    consts = {}
+class Segment(NamedTuple):
+    """A run of a layout: consecutive fixed-size operands as one struct (`count`
+    values), or one variable-size operand (`letter`, struct None)."""
 
-    def flush():
-        if not fixed:
-            return
-        fmt = "<" + "".join(c for _, c in fixed)
-        size = struct.calcsize(fmt)
-        key = f"S{len(consts)}"
-        consts[key] = struct.Struct(fmt)
-        targets = ", ".join(n for n, _ in fixed) + ("," if len(fixed) == 1 else "")
-        lines.append(f"    if pc + {size} > end: overrun(start, pc + {size}, end)")
-        lines.append(f"    {targets} = {key}.unpack_from(data, pc)")
-        lines.append(f"    pc += {size}")
-        fixed.clear()
+    struct: struct.Struct | None
+    letter: str
+    count: int
 
-    for i, letter in enumerate(layout):
-        name = f"v{i}"
-        names.append(name)
-        if letter not in "SVRC":
-            fixed.append((name, letter))
+
+def layout_segments(layout: str) -> tuple[Segment, ...]:
+    segments: list[Segment] = []
+    fixed = ""
+    for letter in layout + ".":
+        if letter not in VARIABLE + ".":
+            fixed += letter
             continue
-        flush()
-        if letter == "C":
-            # The case count is the const_i16 operand encoded just before.
-            lines.append(f"    {name}, pc = read_branch_table_cases("
-                         f"data, pc, end, start, v{i - 1})")
+        if fixed:
+            segments.append(Segment(struct.Struct("<" + fixed), "", len(fixed)))
+            fixed = ""
+        if letter != ".":
+            segments.append(Segment(None, letter, 1))
+    return tuple(segments)
+
+
+_VARIABLE_READERS = {"S": read_string, "V": read_register_list, "R": read_remap_list}
+
+
+def _decode(segments, data, pc: int, end: int, start: int):
+    """The operand values of one instruction whose operands start at `pc`, and the pc
+    after them; `start` is the instruction's pc (for errors)."""
+    values: list = []
+    for packer, letter, _ in segments:
+        if packer is not None:
+            size = packer.size
+            if pc + size > end:
+                _overrun(start, pc + size, end)
+            values += packer.unpack_from(data, pc)
+            pc += size
+        elif letter == "C":  # the case count is the const_i16 operand just before
+            value, pc = read_branch_table_cases(data, pc, end, start, values[-1])
+            values.append(value)
         else:
-            lines.append(f"    {name}, pc = {_VARIABLE_READS[letter]}")
-    flush()
-    values = ", ".join(names) + ("," if len(names) == 1 else "")
-    lines.append(f"    return ({values}), pc")
-    return "\n".join(lines) + "\n", consts
+            value, pc = _VARIABLE_READERS[letter](data, pc, end, start)
+            values.append(value)
+    return tuple(values), pc
+
+
+def _fixed_decoder(packer: struct.Struct):
+    """The decoder of a layout of fixed-size operands only (most instructions): one
+    bounds check and one unpack."""
+    size = packer.size
+    unpack_from = packer.unpack_from
+
+    def decode(data, pc: int, end: int, start: int):
+        if pc + size > end:
+            _overrun(start, pc + size, end)
+        return unpack_from(data, pc), pc + size
+    return decode
+
+
+def _decoder(layout: str):
+    segments = layout_segments(layout)
+    if len(segments) == 1 and segments[0].struct is not None:
+        return _fixed_decoder(segments[0].struct)
+    return functools.partial(_decode, segments)
 
 
 def _build_decoders():
-    # Each generated function gets its own globals so that struct constants
-    # named S0, S1, ... do not collide between layouts.
-    helpers = {
-        "overrun": _overrun, "read_string": read_string,
-        "read_register_list": read_register_list, "read_remap_list": read_remap_list,
-        "read_branch_table_cases": read_branch_table_cases,
-    }
     by_layout = {}
     tables = {}
     for set_id, slots in BY_OPCODE.items():
@@ -183,11 +200,7 @@ def _build_decoders():
             layout = operand_layout(inst)
             decoder = by_layout.get(layout)
             if decoder is None:
-                source, consts = _generate_decoder(layout)
-                namespace = dict(helpers)
-                namespace.update(consts)
-                exec(compile(source, f"<vmrt.isa decoder {layout}>", "exec"), namespace)
-                decoder = by_layout[layout] = namespace[f"decode_{layout}"]
+                decoder = by_layout[layout] = _decoder(layout)
             decoders[inst.opcode] = decoder
         tables[set_id] = tuple(decoders)
     return tables

@@ -8,11 +8,15 @@ instruction starts at (relative to the function), so encoding takes that pc.
 
 from __future__ import annotations
 
+import functools
 import struct
 
 from vmrt.isa import BLOCK, BY_SYMBOL, OPCODE_SET_BY_ID
-from vmrt.isa.decoder import operand_layout
+from vmrt.isa.decoder import VARIABLE, layout_segments, operand_layout
 from vmrt.isa.spec import Instruction
+
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
 
 
 def opcode_bytes(inst: Instruction) -> bytes:
@@ -26,60 +30,53 @@ def opcode_bytes(inst: Instruction) -> bytes:
 def fixed_packer(inst: Instruction):
     """struct pack of all operands when every one has a fixed size, else None."""
     layout = operand_layout(inst)
-    if any(letter in "SVRC" for letter in layout):
+    if any(letter in VARIABLE for letter in layout):
         return None
     return struct.Struct("<" + layout).pack
 
 
-_REMAP_PACK = "out += pack('<%dH' % (2 * len({v}) + 1), len({v}), *[r for p in {v} for r in p])"
+def _pack_list(out: bytearray, pc: int, count: int, entries) -> None:
+    """A u16 `count` and u16 `entries` (a register list, or remap pairs flattened),
+    2-aligned relative to the function."""
+    if (pc + len(out)) & 1:
+        out.append(0)
+    out += struct.pack(f"<{len(entries) + 1}H", count, *entries)
 
 
-def _encoder_source(inst: Instruction) -> tuple[str, dict]:
-    """Python source of `encode(values, pc)` for one instruction, read off its operand
-    layout (vmrt.isa.decoder.operand_layout), and the constants it uses."""
-    layout = operand_layout(inst)
-    names = [f"v{i}" for i in range(len(layout))]
-    lines = ["def encode(values, pc):",
-             f"    ({', '.join(names)}{',' if len(names) == 1 else ''}) = values",
-             "    out = bytearray(OPCODE)"]
-    consts = {"OPCODE": opcode_bytes(inst), "pack": struct.pack}
-    fixed: list[tuple[str, str]] = []
-    for name, letter in zip(names + [None], layout + "."):
-        if letter not in "SVRC.":
-            fixed.append((name, letter))
+def _encode(opcode: bytes, segments, values, pc: int) -> bytearray:
+    """The bytes of one instruction starting at function-relative `pc`."""
+    out = bytearray(opcode)
+    index = 0
+    for packer, letter, count in segments:
+        if packer is not None:
+            out += packer.pack(*values[index:index + count])
+            index += count
             continue
-        if fixed:  # consecutive fixed-size operands: one struct pack
-            key = f"S{len(consts)}"
-            consts[key] = struct.Struct("<" + "".join(c for _, c in fixed)).pack
-            lines.append(f"    out += {key}({', '.join(n for n, _ in fixed)})")
-            fixed.clear()
+        value = values[index]
+        index += 1
         if letter == "S":
-            lines.append(f"    {name} = {name}.encode() if isinstance({name}, str) "
-                         f"else bytes({name})")
-            lines.append(f"    out += pack('<H', len({name})) + {name}")
-        elif letter in "VR":  # u16-counted lists start 2-aligned (relative to the function)
-            lines.append("    if (pc + len(out)) & 1: out.append(0)")
-            lines.append("    " + (_REMAP_PACK.format(v=name) if letter == "R" else
-                                  f"out += pack('<%dH' % (len({name}) + 1), len({name}), *{name})"))
-        elif letter == "C":
-            lines.append(f"    for target, pairs in {name}:")
-            lines.append("        out += pack('<I', target)")
-            lines.append("        if (pc + len(out)) & 1: out.append(0)")
-            lines.append("        " + _REMAP_PACK.format(v="pairs"))
-    lines.append("    return out")
-    return "\n".join(lines) + "\n", consts
+            value = value.encode() if isinstance(value, str) else bytes(value)
+            out += _U16.pack(len(value)) + value
+        elif letter == "V":
+            _pack_list(out, pc, len(value), value)
+        elif letter == "R":
+            _pack_list(out, pc, len(value), [r for pair in value for r in pair])
+        else:  # "C": branch table cases
+            for target, pairs in value:
+                out += _U32.pack(target)
+                _pack_list(out, pc, len(pairs), [r for pair in pairs for r in pair])
+    return out
 
 
 _ENCODERS: dict[str, object] = {}
 
 
 def encoder(inst: Instruction):
-    """The function (values, pc) -> bytearray encoding `inst`, compiled on first use."""
+    """The function (values, pc) -> bytearray encoding `inst`."""
     found = _ENCODERS.get(inst.symbol)
     if found is None:
-        source, namespace = _encoder_source(inst)
-        exec(compile(source, f"<vmrt.isa encoder {inst.symbol}>", "exec"), namespace)
-        found = _ENCODERS[inst.symbol] = namespace["encode"]
+        found = _ENCODERS[inst.symbol] = functools.partial(
+            _encode, opcode_bytes(inst), layout_segments(operand_layout(inst)))
     return found
 
 
