@@ -32,7 +32,7 @@ import weakref
 
 from vmrt.errors import StatusCode, VMError, VmrtError
 from vmrt.memory import MISSING_C_EXTENSION
-from vmrt.native.module import ForeignCode, ForeignExport, NativeModule
+from vmrt.native.module import ForeignCode, ForeignExport, NativeModule, adapter_factory
 from vmrt.vm.cconv import Signature
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.ref import RefObject, lookup_ref_type
@@ -484,12 +484,26 @@ def _return_line(results: tuple) -> str:
 
 def _fixed_adapter(call, signature: Signature, where: str, fail):
     """A generated adapter for a cconv without spans (any refs and results)."""
-    cconv = signature.cconv
-    arguments = signature.arguments
     args_layout = signature.arguments_layout()
     rets_layout = signature.results_layout
     offset = _rets_offset(args_layout.size)
     words = (offset + rets_layout.size + 7) // 8
+    cconv = signature.cconv
+    make = adapter_factory(_fixed_adapter_source(signature), f"C adapter {cconv}")
+    return make(
+        call, lib.vmrt_call_packed, ffi.new, _block_type(words), ffi.buffer,
+        args_layout.struct.pack_into, args_layout.struct.unpack_from,
+        rets_layout.struct.unpack_from, _hold_argument, _release_all,
+        _foreign_argument(where, signature.cconv),
+        _result_maker(signature.results, where, signature.cconv),
+        _failed_maker(rets_layout, fail), _bad_argument(where, signature.cconv), _CALL_RELEASED)
+
+
+def _fixed_adapter_source(signature: Signature) -> str:
+    """The source of the factory of adapters of one span-less cconv."""
+    arguments = signature.arguments
+    args_layout = signature.arguments_layout()
+    offset = _rets_offset(args_layout.size)
     params = [f"a{k}" for k in range(len(arguments))]
     refs = [k for k, t in enumerate(arguments) if t == "r"]
     values = []
@@ -527,14 +541,7 @@ def _fixed_adapter(call, signature: Signature, where: str, fail):
     lines.append("            raise FAILED(s, r)")
     lines.append(_return_line(signature.results))
     lines.append("    return adapter")
-    namespace: dict = {}
-    exec(compile("\n".join(lines) + "\n", f"<vmrt C adapter {cconv}>", "exec"), namespace)
-    return namespace["make"](
-        call, lib.vmrt_call_packed, ffi.new, _block_type(words), ffi.buffer,
-        args_layout.struct.pack_into, args_layout.struct.unpack_from,
-        rets_layout.struct.unpack_from, _hold_argument, _release_all,
-        _foreign_argument(where, cconv), _result_maker(signature.results, where, cconv),
-        _failed_maker(rets_layout, fail), _bad_argument(where, cconv), _CALL_RELEASED)
+    return "\n".join(lines) + "\n"
 
 
 def _span_adapter(call, signature: Signature, where: str, fail):
