@@ -419,9 +419,10 @@ def _factory(arg_count: int, results: tuple[str, ...], with_state: bool, generat
 def adapter_factory(source: str, name: str):
     """The `make` function of generated adapter source: the one place vmrt.native
     compiles code from text. An adapter with named parameters and its result checks
-    inlined is what keeps an import call within native_bench's 260 ns bar; a generic
-    `*args` closure in its stead measured 1.2 -> 2.0-2.4 us per C export call.
-    Made once per shape of signature (`name` says which, in tracebacks)."""
+    inlined is what keeps an import call within native_bench's bar; a generic `*args`
+    closure in its stead cost a C export call over a microsecond more (figures in
+    the commit that kept this). Made once per shape of signature (`name` says which,
+    in tracebacks)."""
     namespace: dict = {}
     exec(compile(source, f"<vmrt {name}>", "exec"), namespace)
     return namespace["make"]

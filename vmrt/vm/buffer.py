@@ -361,8 +361,10 @@ class VMBuffer(RefObject):
 # ---------------------------------------------------------------------------
 # Loads and stores (element units): the generated code's hot path, so each is
 # written out as its own small method, made here from one template per
-# direction (the same bytecode as if written by hand; measured by
-# benchmarks/vm_bench.py buffer_reduce).
+# direction (the same bytecode as if written by hand). Kept generated: closures
+# reading the view through operator.attrgetter put the Python tier's
+# buffer_reduce over its bar (benchmarks/vm_bench.py; the figures are in the
+# commit that kept this).
 #
 # Element k of a width-w access is item k of a typed view of the first
 # (length // w) * w bytes, so the view's own index check is the bounds check
