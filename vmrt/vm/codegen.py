@@ -29,6 +29,9 @@ from vmrt.isa.registers import IMPORT_ORDINAL_BIT, REF_MASK, REF_TYPE_BIT, is_mo
 from vmrt.vm import generated_abi
 from vmrt.vm.cconv import register_names, walk_fragment
 from vmrt.vm.error_kinds import ERRORS, ErrorKind
+from vmrt.vm.instruction_kinds import (
+    branch_edges, call_parts, global_access, moved_refs,
+)
 
 _WRAP32 = ("if not -2147483648 <= {x} <= 2147483647: "
            "{x} = (({x} + 2147483648) & 4294967295) - 2147483648")
@@ -470,16 +473,12 @@ class FunctionGenerator:
     def emit_branch(self, d, index, indent, loop):
         """An unconditional branch (`vm.br`, and `vm.break`/`vm.cond_break`, whose
         debugger stop vmrt does not make): remap, then continue at the target."""
-        target = pairs = None
-        for operand, value in zip(d.instruction.operands, d.values):
-            if operand.kind is OperandKind.BRANCH_TARGET:
-                target = value
-            elif operand.kind is OperandKind.BRANCH_OPERANDS:
-                pairs = value
+        (target, pairs), = branch_edges(d)
         self.emit_goto(self.block_id(target), index, indent, loop, self.remap(pairs))
 
     def emit_cond_branch(self, d, index, indent, loop):
-        cond, t_pc, t_ops, f_pc, f_ops = d.values
+        cond = d.values[0]
+        (t_pc, t_ops), (f_pc, f_ops) = branch_edges(d)
         out = self.out
         taken, not_taken = (self.block_id(t_pc), self.remap(t_ops)), \
             (self.block_id(f_pc), self.remap(f_ops))
@@ -495,9 +494,9 @@ class FunctionGenerator:
             self.emit_arm(not_taken[0], index, indent + 1, loop, not_taken[1])
 
     def emit_branch_table(self, d, index, indent, loop):
-        index_reg, default_pc, default_ops, _, cases = d.values
+        (default_pc, default_ops), *cases = branch_edges(d)
         out = self.out
-        name = reg_name(index_reg)
+        name = reg_name(d.values[0])
         for case_index, (case_pc, case_ops) in enumerate(cases):
             out.emit(indent, f"{'if' if case_index == 0 else 'elif'} {name} == {case_index}:")
             self.emit_arm(self.block_id(case_pc), index, indent + 1, loop, self.remap(case_ops))
@@ -565,14 +564,9 @@ class FunctionGenerator:
         return args
 
     def emit_call(self, d: Decoded, indent: int, yieldable: bool) -> None:
-        inst = d.instruction
-        names = [o.name for o in inst.operands]
-        values = dict(zip(names, d.values))
-        callee = values["callee_ordinal"]
-        operands = values["operands"]
-        results = values["results"]
-        target: CallTarget = self.plan.call_target(callee)
-        args = self.call_arguments(target, values.get("segment_sizes"), operands)
+        call = call_parts(d)
+        target: CallTarget = self.plan.call_target(call.callee)
+        args = self.call_arguments(target, call.segment_sizes, call.operands)
         if self.plan.checkpoints:
             if target.kind == "internal":
                 args = args + ([] if target.static_cost is not None else ["D1"])
@@ -584,8 +578,9 @@ class FunctionGenerator:
             # Yieldable sites get the raw import (it may return a generator); plain
             # sites get a callable that always completes (vmrt.vm.context binds both).
             fn = f"IY{target.index}" if yieldable else f"I{target.index}"
+        moved = call.moved_operands()
+        result_names = [reg_name(r) for r in call.results]
         call = f"{fn}({', '.join(args)})"
-        result_names = [reg_name(r) for r in results]
         out = self.out
         if yieldable and target.kind == "import":
             # A native import may hand back a generator: each of its yields suspends
@@ -605,10 +600,8 @@ class FunctionGenerator:
             out.emit(indent, f"{result_names[0]} = {call}")
         else:
             out.emit(indent, f"{', '.join(result_names)} = {call}")
-        written = set(result_names)
-        for r in operands:
-            if is_move(r) and reg_name(r) not in written:
-                out.emit(indent, f"{reg_name(r)} = None")
+        for r in moved:
+            out.emit(indent, f"{reg_name(r)} = None")
 
     # -- ordinary instructions (chosen by the row's handler kind, vmrt/isa/ops.py) ---------------
     def operand_map(self, d: Decoded) -> dict[str, str]:
@@ -650,19 +643,8 @@ class FunctionGenerator:
 
     def emit_moves(self, d: Decoded, indent: int) -> None:
         """Clears ref registers read with the move bit (their ref moved away)."""
-        written = set()
-        moved = []
-        for operand, value in zip(d.instruction.operands, d.values):
-            if operand.kind is OperandKind.REGISTER and operand.bank == "ref":
-                if operand.access == "w":
-                    written.add(reg_name(value))
-                elif operand.move and is_move(value):
-                    moved.append(reg_name(value))
-            elif operand.kind is OperandKind.VARIADIC_OPERANDS and operand.move:
-                moved.extend(reg_name(r) for r in value if is_move(r))
-        for name in moved:
-            if name not in written:
-                self.out.emit(indent, f"{name} = None")
+        for register in moved_refs(d):
+            self.out.emit(indent, f"{reg_name(register)} = None")
 
     # Refs ----------------------------------------------------------------------------------------
     def emit_assign_ref(self, d, indent):
@@ -692,17 +674,12 @@ class FunctionGenerator:
         self.out.emit(indent, f"{reg_name(result)} = REF_OR_NULL({reg_name(lst)}.{getter}("
                               f"{reg_name(index)}), {type_id})")
 
-    # Globals: direct or indirect (through a register) is read off the first operand,
-    # load or store off the access of the last (the value register).
     def emit_global(self, d, indent):
-        operands = d.instruction.operands
-        value = operands[-1]
-        width = 4 if value.bank in ("i32", "f32") else 8
-        code = value.bank.upper()
-        store = value.access == "r"
-        offset, reg = d.values[0], d.values[-1]
-        name = reg_name(reg)
-        if operands[0].kind is OperandKind.REGISTER:
+        access = global_access(d)
+        width, offset, store = access.width, access.offset, access.store
+        code = access.bank.upper()
+        name = reg_name(access.value)
+        if access.indirect:
             off = reg_name(offset)
             if store:
                 self.out.emit(indent, f"GLOBAL_STORE_{code}({off}, {name})")

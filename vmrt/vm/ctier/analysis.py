@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import IMPORT_ORDINAL_BIT, is_move, is_ref
 from vmrt.vm.cconv import register_names
+from vmrt.vm.instruction_kinds import branch_edges, call_parts
 
 WIDE = ("i64", "f64")
 #: cconv element -> register type.
@@ -121,19 +122,6 @@ class TypeState:
 
 def operand_values(d):
     return zip(d.instruction.operands, d.values)
-
-
-def branch_edges(d) -> list[tuple[int, list]]:
-    """(target pc, remap pairs) of a terminator's branches."""
-    edges, target = [], None
-    for operand, value in operand_values(d):
-        if operand.kind is OperandKind.BRANCH_TARGET:
-            target = value
-        elif operand.kind is OperandKind.BRANCH_OPERANDS:
-            edges.append((target, value))
-        elif operand.kind is OperandKind.BRANCH_TABLE_CASES:
-            edges.extend((pc, pairs) for pc, pairs in value)
-    return edges
 
 
 class FunctionAnalysis:
@@ -249,21 +237,20 @@ class FunctionAnalysis:
                 state.read(register, kind)
 
     def step_call(self, d, state: TypeState) -> None:
-        names = [o.name for o in d.instruction.operands]
-        if "segment_sizes" in names:
+        call = call_parts(d)
+        if call.segment_sizes is not None:
             raise NotCompilable("variadic call")
-        values = dict(zip(names, d.values))
-        callee = values["callee_ordinal"]
+        callee = call.callee
         if callee & IMPORT_ORDINAL_BIT:
             raise NotCompilable("calls an import")
         if not 0 <= callee < len(self.module.verified):
             raise NotCompilable("calls a function that does not exist")
         verified = self.module.verified[callee]
-        self.check_typed(state, values["operands"], fragment_types(verified.arguments))
+        self.check_typed(state, call.operands, fragment_types(verified.arguments))
         result_types = fragment_types(verified.results)
-        if len(result_types) != len(values["results"]) or "ref" in result_types:
+        if len(result_types) != len(call.results) or "ref" in result_types:
             raise NotCompilable("call results differ from the callee's")
-        for register, kind in zip(values["results"], result_types):
+        for register, kind in zip(call.results, result_types):
             if is_ref(register):
                 raise NotCompilable("call result bank differs from the callee's")
             state.write(register, kind)

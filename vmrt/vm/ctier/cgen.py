@@ -17,9 +17,9 @@ from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import is_move, is_ref, ref_index
 from vmrt.vm.error_kinds import c_error_kinds
 from vmrt.vm.ctier.analysis import (
-    FunctionAnalysis, argument_registers, branch_edges, c_formula, fragment_types,
-    operand_values, TypeState,
+    FunctionAnalysis, argument_registers, c_formula, fragment_types, operand_values, TypeState,
 )
+from vmrt.vm.instruction_kinds import branch_edges, call_parts, global_access, moved_refs
 
 C_TYPES = {"i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double",
            "ref": "vmrt_ref *"}
@@ -166,27 +166,15 @@ class FunctionEmitter:
         self.emit(c_formula(d.instruction).format(**self.operand_map(d)))
 
     def emit_moves(self, d) -> None:
-        written, moved = set(), []
-        for operand, value in operand_values(d):
-            if operand.kind is OperandKind.REGISTER and operand.bank == "ref":
-                if operand.access == "w":
-                    written.add(ref_index(value))
-                elif operand.move and is_move(value):
-                    moved.append(value)
-        for value in moved:
-            if ref_index(value) not in written:
-                self.emit(f"VMRT_DROP_REF({self.use(value, 'ref')});")
+        for register in moved_refs(d):
+            self.emit(f"VMRT_DROP_REF({self.use(register, 'ref')});")
 
     def emit_global(self, d) -> None:
-        operands = d.instruction.operands
-        value = operands[-1]
-        name = self.use(d.values[-1], value.bank)
-        offset = d.values[0]
-        off = self.use(offset, "i32") if operands[0].kind is OperandKind.REGISTER else str(offset)
-        if value.access == "r":
-            self.emit(f"VMRT_GLOBAL_STORE({d.pc}, {C_TYPES[value.bank]}, {name}, {off});")
-        else:
-            self.emit(f"VMRT_GLOBAL_LOAD({d.pc}, {C_TYPES[value.bank]}, {name}, {off});")
+        access = global_access(d)
+        name = self.use(access.value, access.bank)
+        off = self.use(access.offset, "i32") if access.indirect else str(access.offset)
+        macro = "VMRT_GLOBAL_STORE" if access.store else "VMRT_GLOBAL_LOAD"
+        self.emit(f"{macro}({d.pc}, {C_TYPES[access.bank]}, {name}, {off});")
 
     def emit_list_get_ref(self, d) -> None:
         lst, index, _, result = d.values
@@ -206,11 +194,10 @@ class FunctionEmitter:
             self.emit(f"VMRT_DROP_REF({name});")
 
     def emit_call(self, d) -> None:
-        values = dict(zip([o.name for o in d.instruction.operands], d.values))
-        callee = values["callee_ordinal"]
+        call = call_parts(d)
+        callee = call.callee
         verified = self.module.verified[callee]
-        args = [self.use(r, t) for r, t in zip(values["operands"],
-                                                fragment_types(verified.arguments))]
+        args = [self.use(r, t) for r, t in zip(call.operands, fragment_types(verified.arguments))]
         result_types = fragment_types(verified.results)
         temps = [f"t{d.pc}_{i}" for i in range(len(result_types))]
         decl = " ".join(f"{C_TYPES[t]} {n};" for n, t in zip(temps, result_types))
@@ -218,13 +205,11 @@ class FunctionEmitter:
         self.emit(f"{{ {decl}")
         self.emit(f"  if (vf{callee}({call_args})) {{ vmrt_frame(c, VMRT_ORDINAL, {d.pc}); "
                   "goto fail; }")
-        for register, kind, temp in zip(values["results"], result_types, temps):
+        for register, kind, temp in zip(call.results, result_types, temps):
             self.emit(f"  {self.use(register, kind)} = {temp};")
         self.emit("}")
-        written = {ref_index(r) for r in values["results"] if is_ref(r)}
-        for register in values["operands"]:
-            if is_move(register) and ref_index(register) not in written:
-                self.emit(f"VMRT_DROP_REF({self.use(register, 'ref')});")
+        for register in call.moved_operands():
+            self.emit(f"VMRT_DROP_REF({self.use(register, 'ref')});")
 
     # -- terminators ------------------------------------------------------------------------
     def emit_branch(self, d, index) -> None:
