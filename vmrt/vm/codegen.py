@@ -25,25 +25,19 @@ from typing import NamedTuple
 
 from vmrt.isa.decoder import Decoded
 from vmrt.isa.operands import OperandKind
-from vmrt.isa.registers import IMPORT_ORDINAL_BIT, REF_MASK, REF_TYPE_BIT, is_move
+from vmrt.isa.registers import is_move
 from vmrt.vm import generated_abi
 from vmrt.vm.cconv import register_names, walk_fragment
+from vmrt.vm import emitters
+from vmrt.vm.emitters import reg_name
 from vmrt.vm.error_kinds import ERRORS, ErrorKind
-from vmrt.vm.instruction_kinds import (
-    branch_edges, call_parts, global_access, moved_refs,
-)
+from vmrt.vm.instruction_kinds import branch_edges, call_parts
 
 _WRAP32 = ("if not -2147483648 <= {x} <= 2147483647: "
            "{x} = (({x} + 2147483648) & 4294967295) - 2147483648")
 _WRAP64 = ("if not -9223372036854775808 <= {x} <= 9223372036854775807: "
            "{x} = (({x} + 9223372036854775808) & 18446744073709551615) - 9223372036854775808")
 _ROUND32 = "F32_SLOT[0] = {x}; {x} = F32_SLOT[0]"
-
-
-def reg_name(ordinal: int) -> str:
-    if ordinal & REF_TYPE_BIT:
-        return f"r{ordinal & REF_MASK}"
-    return f"i{ordinal}"
 
 
 def literal(value) -> str:
@@ -626,7 +620,7 @@ class FunctionGenerator:
         inst = d.instruction
         _EMITTERS[inst.handler](self, d, indent)
         if not inst.handles_moves:
-            self.emit_moves(d, indent)
+            emitters.python_moves(self, d, indent)
 
     def emit_formula(self, d: Decoded, indent: int) -> None:
         """The row's Python formula with its operands filled in and macros expanded."""
@@ -641,84 +635,16 @@ class FunctionGenerator:
             else:
                 out.emit(indent, line.format(**mapping))
 
-    def emit_moves(self, d: Decoded, indent: int) -> None:
-        """Clears ref registers read with the move bit (their ref moved away)."""
-        for register in moved_refs(d):
-            self.out.emit(indent, f"{reg_name(register)} = None")
-
-    # Refs ----------------------------------------------------------------------------------------
-    def emit_assign_ref(self, d, indent):
-        src, dst = d.values
-        if reg_name(src) != reg_name(dst):
-            self.out.emit(indent, f"{reg_name(dst)} = {reg_name(src)}")
-            if is_move(src):
-                self.out.emit(indent, f"{reg_name(src)} = None")
-
-    def emit_discard_refs(self, d, indent):
-        # Upstream releases every listed register, move bit or not.
-        names = [f"r{r & REF_MASK}" for r in d.values[0]]
-        if names:
-            self.out.emit(indent, " = ".join(names) + " = None")
-
-    def emit_resolved(self, d, indent):
-        ordinal, result = d.values
-        self.out.emit(indent, f"{reg_name(result)} = RESOLVED[{ordinal & ~IMPORT_ORDINAL_BIT}]")
-
     def emit_plain_call(self, d, indent):
         self.emit_call(d, indent, yieldable=False)
-
-    def emit_list_get_ref(self, d, indent):
-        lst, index, type_id, result = d.values
-        # A move bit on the result moves the element out of the list (upstream).
-        getter = "take_ref" if is_move(result) else "get_ref"
-        self.out.emit(indent, f"{reg_name(result)} = REF_OR_NULL({reg_name(lst)}.{getter}("
-                              f"{reg_name(index)}), {type_id})")
-
-    def emit_global(self, d, indent):
-        access = global_access(d)
-        width, offset, store = access.width, access.offset, access.store
-        code = access.bank.upper()
-        name = reg_name(access.value)
-        if access.indirect:
-            off = reg_name(offset)
-            if store:
-                self.out.emit(indent, f"GLOBAL_STORE_{code}({off}, {name})")
-            else:
-                self.out.emit(indent, f"{name} = GLOBAL_LOAD_{code}({off})")
-            return
-        slot = f"RW_{code}[{offset // width}]" if offset % width == 0 else None
-        if store:
-            self.out.emit(indent, f"{slot} = {name}" if slot else
-                          f"GLOBAL_STORE_{code}({offset}, {name})")
-        else:
-            self.out.emit(indent, f"{name} = {slot}" if slot else
-                          f"{name} = GLOBAL_LOAD_{code}({offset})")
-
-    def emit_global_ref(self, d, indent):
-        operands = d.instruction.operands
-        indirect = operands[0].kind is OperandKind.REGISTER
-        store = operands[-1].access == "r"
-        index, type_id, reg = d.values
-        name = reg_name(reg)
-        slot = f"REFS[{reg_name(index) if indirect else index}]"
-        if indirect:
-            self.out.emit(indent, f"CHECK_GLOBAL_REF({reg_name(index)})")
-        if store:
-            self.out.emit(indent, f"{slot} = CAST({name}, {type_id})")
-            if is_move(reg):
-                self.out.emit(indent, f"{name} = None")
-        else:
-            self.out.emit(indent, f"{name} = CAST({slot}, {type_id})")
 
 
 #: handler kind -> emitter of a block's body instruction / of its terminator.
 _EMITTERS = {
     "formula": FunctionGenerator.emit_formula, "method": FunctionGenerator.emit_formula,
-    "global": FunctionGenerator.emit_global, "global_ref": FunctionGenerator.emit_global_ref,
-    "resolved": FunctionGenerator.emit_resolved,
-    "list_get_ref": FunctionGenerator.emit_list_get_ref,
-    "assign_ref": FunctionGenerator.emit_assign_ref,
-    "discard_refs": FunctionGenerator.emit_discard_refs,
+    "global": emitters.python_global, "global_ref": emitters.python_global_ref,
+    "resolved": emitters.python_resolved, "list_get_ref": emitters.python_list_get_ref,
+    "assign_ref": emitters.python_assign_ref, "discard_refs": emitters.python_discard_refs,
     "call": FunctionGenerator.emit_plain_call,
 }
 _TERMINATORS = {

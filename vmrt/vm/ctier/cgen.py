@@ -19,7 +19,8 @@ from vmrt.vm.error_kinds import c_error_kinds
 from vmrt.vm.ctier.analysis import (
     FunctionAnalysis, argument_registers, c_formula, fragment_types, operand_values, TypeState,
 )
-from vmrt.vm.instruction_kinds import branch_edges, call_parts, global_access, moved_refs
+from vmrt.vm import emitters
+from vmrt.vm.instruction_kinds import branch_edges, call_parts
 
 C_TYPES = {"i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double",
            "ref": "vmrt_ref *"}
@@ -61,6 +62,9 @@ class FunctionEmitter:
 
     def emit(self, text: str) -> None:
         self.lines.append("  " + text)
+
+    def c_type(self, kind: str) -> str:
+        return C_TYPES[kind]
 
     def use(self, register: int, kind: str) -> str:
         name = var(register, kind)
@@ -126,7 +130,7 @@ class FunctionEmitter:
                 break
             _EMITTERS[inst.handler](self, d)
             if not inst.handles_moves:
-                self.emit_moves(d)
+                emitters.c_moves(self, d)
             self.step_types(d)
         self.emit_goto(index + 1, [])
 
@@ -164,34 +168,6 @@ class FunctionEmitter:
 
     def emit_formula(self, d) -> None:
         self.emit(c_formula(d.instruction).format(**self.operand_map(d)))
-
-    def emit_moves(self, d) -> None:
-        for register in moved_refs(d):
-            self.emit(f"VMRT_DROP_REF({self.use(register, 'ref')});")
-
-    def emit_global(self, d) -> None:
-        access = global_access(d)
-        name = self.use(access.value, access.bank)
-        off = self.use(access.offset, "i32") if access.indirect else str(access.offset)
-        macro = "VMRT_GLOBAL_STORE" if access.store else "VMRT_GLOBAL_LOAD"
-        self.emit(f"{macro}({d.pc}, {C_TYPES[access.bank]}, {name}, {off});")
-
-    def emit_list_get_ref(self, d) -> None:
-        lst, index, _, result = d.values
-        self.emit(f"VMRT_LIST_GET_REF({d.pc}, {self.use(result, 'ref')}, "
-                  f"{self.use(lst, 'ref')}, {self.use(index, 'i32')});")
-
-    def emit_assign_ref(self, d) -> None:
-        source, dest = d.values
-        s, t = self.use(source, "ref"), self.use(dest, "ref")
-        if s != t:
-            self.emit(f"VMRT_MOVE_REF({t}, {s});" if is_move(source) else f"VMRT_SET_REF({t}, {s});")
-
-    def emit_discard_refs(self, d) -> None:
-        for register in d.values[0]:  # (upstream releases each, move bit or not)
-            name = f"r{ref_index(register)}"
-            self.locals[name] = C_TYPES["ref"]
-            self.emit(f"VMRT_DROP_REF({name});")
 
     def emit_call(self, d) -> None:
         call = call_parts(d)
@@ -255,9 +231,9 @@ class FunctionEmitter:
 
 _EMITTERS = {
     "formula": FunctionEmitter.emit_formula, "method": FunctionEmitter.emit_formula,
-    "global": FunctionEmitter.emit_global, "list_get_ref": FunctionEmitter.emit_list_get_ref,
-    "assign_ref": FunctionEmitter.emit_assign_ref,
-    "discard_refs": FunctionEmitter.emit_discard_refs, "call": FunctionEmitter.emit_call,
+    "global": emitters.c_global, "list_get_ref": emitters.c_list_get_ref,
+    "assign_ref": emitters.c_assign_ref, "discard_refs": emitters.c_discard_refs,
+    "call": FunctionEmitter.emit_call,
 }
 _TERMINATORS = {
     "branch": FunctionEmitter.emit_branch, "cond_branch": FunctionEmitter.emit_cond_branch,
