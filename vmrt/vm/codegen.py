@@ -19,7 +19,6 @@ becomes a VMError with a precise VM stack (vmrt.vm.call_errors).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -32,25 +31,6 @@ from vmrt.vm import emitters
 from vmrt.vm.emitters import reg_name
 from vmrt.vm.error_kinds import ERRORS, ErrorKind
 from vmrt.vm.instruction_kinds import branch_edges, call_parts
-
-_WRAP32 = ("if not -2147483648 <= {x} <= 2147483647: "
-           "{x} = (({x} + 2147483648) & 4294967295) - 2147483648")
-_WRAP64 = ("if not -9223372036854775808 <= {x} <= 9223372036854775807: "
-           "{x} = (({x} + 9223372036854775808) & 18446744073709551615) - 9223372036854775808")
-_ROUND32 = "F32_SLOT[0] = {x}; {x} = F32_SLOT[0]"
-
-
-def literal(value) -> str:
-    if isinstance(value, float):
-        if value != value:
-            return "NAN"
-        if math.isinf(value):
-            return "INF" if value > 0 else "-INF"
-        if value == 0.0 and math.copysign(1.0, value) < 0:
-            return "-0.0"
-        return repr(value)
-    return repr(value)
-
 
 def cconv_registers(fragment: str) -> list[str]:
     """Register names an ABI fragment occupies in a callee frame (i64 pairs aligned)."""
@@ -598,42 +578,11 @@ class FunctionGenerator:
             out.emit(indent, f"{reg_name(r)} = None")
 
     # -- ordinary instructions (chosen by the row's handler kind, vmrt/isa/ops.py) ---------------
-    def operand_map(self, d: Decoded) -> dict[str, str]:
-        mapping = {}
-        for operand, value in zip(d.instruction.operands, d.values):
-            kind = operand.kind
-            if kind is OperandKind.REGISTER:
-                mapping[operand.name] = reg_name(value)
-            elif kind in (OperandKind.VARIADIC_OPERANDS, OperandKind.VARIADIC_RESULTS):
-                names = [reg_name(r) for r in value]
-                mapping[operand.name] = ", ".join(names)
-                mapping["count"] = str(len(value))
-                mapping[operand.name + "_tuple"] = \
-                    f"({', '.join(names)}{',' if len(names) == 1 else ''})"
-            elif kind is OperandKind.STRING_ATTR:
-                mapping[operand.name] = repr(bytes(value).decode("utf-8", "replace"))
-            else:
-                mapping[operand.name] = literal(value)
-        return mapping
-
     def emit_instruction(self, d: Decoded, indent: int) -> None:
         inst = d.instruction
         _EMITTERS[inst.handler](self, d, indent)
         if not inst.handles_moves:
             emitters.python_moves(self, d, indent)
-
-    def emit_formula(self, d: Decoded, indent: int) -> None:
-        """The row's Python formula with its operands filled in and macros expanded."""
-        out = self.out
-        mapping = self.operand_map(d)
-        for line in d.instruction.py.split("\n"):
-            if line.startswith(("W32 ", "W64 ", "F32 ")):
-                macro, target = line.split(" ", 1)
-                target = target.format(**mapping)
-                text = {"W32": _WRAP32, "W64": _WRAP64, "F32": _ROUND32}[macro]
-                out.emit(indent, text.format(x=target))
-            else:
-                out.emit(indent, line.format(**mapping))
 
     def emit_plain_call(self, d, indent):
         self.emit_call(d, indent, yieldable=False)
@@ -641,7 +590,7 @@ class FunctionGenerator:
 
 #: handler kind -> emitter of a block's body instruction / of its terminator.
 _EMITTERS = {
-    "formula": FunctionGenerator.emit_formula, "method": FunctionGenerator.emit_formula,
+    "formula": emitters.python_formula, "method": emitters.python_formula,
     "global": emitters.python_global, "global_ref": emitters.python_global_ref,
     "resolved": emitters.python_resolved, "list_get_ref": emitters.python_list_get_ref,
     "assign_ref": emitters.python_assign_ref, "discard_refs": emitters.python_discard_refs,

@@ -1,5 +1,5 @@
-"""The non-formula instructions on refs and globals, each kind's Python-tier and C-tier
-emission side by side: vmrt/vm/codegen.py and vmrt/vm/ctier/cgen.py dispatch here
+"""Instruction emission of both tiers side by side, by handler kind: formula rows and
+the non-formula instructions on refs and globals: vmrt/vm/codegen.py and vmrt/vm/ctier/cgen.py dispatch here
 by the row's handler kind (vmrt/isa/ops.py), and both read the instruction through
 vmrt/vm/instruction_kinds.py.
 
@@ -8,6 +8,8 @@ A Python emitter takes (FunctionGenerator, decoded, indent) and writes through
 `em.emit`, naming registers with `em.use(register, type)`."""
 
 from __future__ import annotations
+
+import math
 
 from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import IMPORT_ORDINAL_BIT, REF_MASK, REF_TYPE_BIT, is_move
@@ -19,6 +21,83 @@ def reg_name(ordinal: int) -> str:
     if ordinal & REF_TYPE_BIT:
         return f"r{ordinal & REF_MASK}"
     return f"i{ordinal}"
+
+
+# Formula rows: the row's `py` and `c` text with the operands filled in ------------------
+_WRAP32 = ("if not -2147483648 <= {x} <= 2147483647: "
+           "{x} = (({x} + 2147483648) & 4294967295) - 2147483648")
+_WRAP64 = ("if not -9223372036854775808 <= {x} <= 9223372036854775807: "
+           "{x} = (({x} + 9223372036854775808) & 18446744073709551615) - 9223372036854775808")
+_ROUND32 = "F32_SLOT[0] = {x}; {x} = F32_SLOT[0]"
+#: Python formula lines starting with one of these expand to the statement above.
+_MACROS = {"W32": _WRAP32, "W64": _WRAP64, "F32": _ROUND32}
+
+
+def python_literal(value) -> str:
+    if isinstance(value, float):
+        if value != value:
+            return "NAN"
+        if math.isinf(value):
+            return "INF" if value > 0 else "-INF"
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            return "-0.0"
+    return repr(value)
+
+
+def c_literal(value, kind: str) -> str:
+    if kind in ("f32", "f64"):
+        value = float(value)
+        if value != value:
+            return "NAN"
+        if math.isinf(value):
+            return "INFINITY" if value > 0 else "-INFINITY"
+        return value.hex()
+    return f"(int64_t)0x{int(value) & 0xFFFFFFFFFFFFFFFF:x}ull"
+
+
+def python_operands(d) -> dict[str, str]:
+    mapping = {}
+    for operand, value in zip(d.instruction.operands, d.values):
+        kind = operand.kind
+        if kind is OperandKind.REGISTER:
+            mapping[operand.name] = reg_name(value)
+        elif kind in (OperandKind.VARIADIC_OPERANDS, OperandKind.VARIADIC_RESULTS):
+            names = [reg_name(r) for r in value]
+            mapping[operand.name] = ", ".join(names)
+            mapping["count"] = str(len(value))
+            mapping[operand.name + "_tuple"] = \
+                f"({', '.join(names)}{',' if len(names) == 1 else ''})"
+        elif kind is OperandKind.STRING_ATTR:
+            mapping[operand.name] = repr(bytes(value).decode("utf-8", "replace"))
+        else:
+            mapping[operand.name] = python_literal(value)
+    return mapping
+
+
+def python_formula(gen, d, indent: int) -> None:
+    mapping = python_operands(d)
+    for line in d.instruction.py.split("\n"):
+        macro, _, target = line.partition(" ")
+        if macro in _MACROS:
+            gen.out.emit(indent, _MACROS[macro].format(x=target.format(**mapping)))
+        else:
+            gen.out.emit(indent, line.format(**mapping))
+
+
+def c_operands(em, d) -> dict[str, str]:
+    mapping = {"pc": str(d.pc)}
+    for operand, value in zip(d.instruction.operands, d.values):
+        if operand.kind is OperandKind.REGISTER:
+            mapping[operand.name] = em.use(value, operand.bank)
+        elif operand.kind is OperandKind.ATTRIBUTE:
+            mapping[operand.name] = c_literal(value, operand.type)
+        else:
+            mapping[operand.name] = str(value)
+    return mapping
+
+
+def c_formula(em, d) -> None:
+    em.emit(d.instruction.c.format(**c_operands(em, d)))
 
 
 # Moves: a ref read with the move bit leaves its register -------------------------------

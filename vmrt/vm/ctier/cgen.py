@@ -11,13 +11,10 @@ in one call without the GIL.
 
 from __future__ import annotations
 
-import math
-
-from vmrt.isa.operands import OperandKind
 from vmrt.isa.registers import is_move, is_ref, ref_index
 from vmrt.vm.error_kinds import c_error_kinds
 from vmrt.vm.ctier.analysis import (
-    FunctionAnalysis, argument_registers, c_formula, fragment_types, operand_values, TypeState,
+    FunctionAnalysis, argument_registers, fragment_types, TypeState,
 )
 from vmrt.vm import emitters
 from vmrt.vm.instruction_kinds import branch_edges, call_parts
@@ -36,17 +33,6 @@ def var(register: int, kind: str) -> str:
     if kind == "ref" or is_ref(register):
         return f"r{ref_index(register)}"
     return f"{PREFIX[kind]}{register}"
-
-
-def c_literal(value, kind: str) -> str:
-    if kind in ("f32", "f64"):
-        value = float(value)
-        if value != value:
-            return "NAN"
-        if math.isinf(value):
-            return "INFINITY" if value > 0 else "-INFINITY"
-        return value.hex()
-    return f"(int64_t)0x{int(value) & 0xFFFFFFFFFFFFFFFF:x}ull"
 
 
 class FunctionEmitter:
@@ -155,20 +141,6 @@ class FunctionEmitter:
         self.emit(f"goto B{target};")
 
     # -- instructions -----------------------------------------------------------------------
-    def operand_map(self, d) -> dict[str, str]:
-        mapping = {"pc": str(d.pc)}
-        for operand, value in operand_values(d):
-            if operand.kind is OperandKind.REGISTER:
-                mapping[operand.name] = self.use(value, operand.bank)
-            elif operand.kind is OperandKind.ATTRIBUTE:
-                mapping[operand.name] = c_literal(value, operand.type)
-            else:
-                mapping[operand.name] = str(value)
-        return mapping
-
-    def emit_formula(self, d) -> None:
-        self.emit(c_formula(d.instruction).format(**self.operand_map(d)))
-
     def emit_call(self, d) -> None:
         call = call_parts(d)
         callee = call.callee
@@ -230,7 +202,7 @@ class FunctionEmitter:
 
 
 _EMITTERS = {
-    "formula": FunctionEmitter.emit_formula, "method": FunctionEmitter.emit_formula,
+    "formula": emitters.c_formula, "method": emitters.c_formula,
     "global": emitters.c_global, "list_get_ref": emitters.c_list_get_ref,
     "assign_ref": emitters.c_assign_ref, "discard_refs": emitters.c_discard_refs,
     "call": FunctionEmitter.emit_call,
