@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -80,3 +81,16 @@ def vmrt_only(source: Path) -> bool:
 
 
 STATUS_RE = re.compile(r"\b([A-Z_]{5,})\b")
+
+
+def expect_value(text: str):
+    """(type, value) of an `// expect` argument or result such as `f32=1.5`."""
+    kind, _, literal = text.partition("=")
+    return kind, float(literal) if kind in ("f32", "f64") else int(literal)
+
+
+def same_result(kind: str, got, want) -> bool:
+    """A result as expected: floats to the 6 digits `// expect` lines print, NaN as NaN."""
+    if kind in ("f32", "f64"):
+        return math.isnan(got) if math.isnan(want) else float(f"{got:.6g}") == want
+    return got == want

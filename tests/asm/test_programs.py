@@ -4,11 +4,9 @@ their .expect sidecars, in the reference runtime (iree-run-module) and in vmrt."
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from asm_helpers import parallel, own_programs, require_tools
+from asm_helpers import expect_value, parallel, own_programs, require_tools, same_result
 from tests.corpus.build import CorpusModule, parse_expect, run_function
 import vmrt
 from vmrt.asm import assemble
@@ -44,17 +42,6 @@ def test_runs_in_the_reference(source, tmp_path):
             assert result.output == e.expected_output(), where
 
 
-def _value(text):
-    kind, _, literal = text.partition("=")
-    return kind, float(literal) if kind in ("f32", "f64") else int(literal)
-
-
-def _same(kind, got, want):
-    if kind in ("f32", "f64"):
-        return math.isnan(got) if math.isnan(want) else float(f"{got:.6g}") == want
-    return got == want
-
-
 @pytest.mark.parametrize("source", PROGRAMS, ids=lambda p: p.stem)
 def test_runs_in_vmrt(source, tmp_path):
     module = _assembled(source, tmp_path)
@@ -62,7 +49,7 @@ def test_runs_in_vmrt(source, tmp_path):
     for e in module.expectations:
         with vmrt.Context(vmrt.Instance(), modules=[loaded]) as context:
             fn = context.function(f"{loaded.name}.{e.function}")
-            args = [_value(a)[1] for a in e.args]
+            args = [expect_value(a)[1] for a in e.args]
             if e.error:
                 with pytest.raises(vmrt.VMError) as info:
                     fn(*args)
@@ -70,7 +57,7 @@ def test_runs_in_vmrt(source, tmp_path):
             else:
                 got = fn(*args)
                 got = () if got is None else got if isinstance(got, tuple) else (got,)
-                want = [_value(r) for r in e.results]
+                want = [expect_value(r) for r in e.results]
                 assert len(got) == len(want), e
                 for g, (kind, w) in zip(got, want):
-                    assert _same(kind, g, w), (e, got)
+                    assert same_result(kind, g, w), (e, got)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import math
 
 import pytest
 
-from asm_helpers import function_table, load, module_tables, parallel, require_tools
+from asm_helpers import (
+    expect_value, function_table, load, module_tables, parallel, require_tools, same_result,
+)
 from bytecode_gen import random_module
 from tests.corpus.build import run_function
 from vmrt.asm import assemble, disassemble
@@ -130,17 +131,6 @@ def test_compiled_corpus_round_trip_runs_identically(corpus, tmp_path):
             assert out_a.splitlines()[1:] == run.expected_output, where
 
 
-def _value(text):
-    kind, _, literal = text.partition("=")
-    return kind, float(literal) if kind in ("f32", "f64") else int(literal)
-
-
-def _same(kind, got, want):
-    if kind in ("f32", "f64"):
-        return math.isnan(got) if math.isnan(want) else float(f"{got:.6g}") == want
-    return got == want
-
-
 def test_vmasm_corpus_round_trip_runs_in_vmrt(corpus, tmp_path):
     """The iree-as-module corpus reassembled from its disassembly: every
     recorded call gives the recorded answer in vmrt."""
@@ -157,7 +147,7 @@ def test_vmasm_corpus_round_trip_runs_in_vmrt(corpus, tmp_path):
             deps = [reassembled[d] for d in source.requires]
             with vmrt.Context(vmrt.Instance(), modules=deps + [module]) as context:
                 fn = context.function(f"{module.name}.{e.function}")
-                args = [_value(a)[1] for a in e.args]
+                args = [expect_value(a)[1] for a in e.args]
                 if e.error:
                     with pytest.raises(vmrt.VMError) as info:
                         fn(*args)
@@ -165,9 +155,9 @@ def test_vmasm_corpus_round_trip_runs_in_vmrt(corpus, tmp_path):
                 else:
                     got = fn(*args)
                     got = () if got is None else got if isinstance(got, tuple) else (got,)
-                    want = [_value(r) for r in e.results]
+                    want = [expect_value(r) for r in e.results]
                     assert len(got) == len(want), (name, e)
                     for g, (kind, w) in zip(got, want):
-                        assert _same(kind, g, w), (name, e, got)
+                        assert same_result(kind, g, w), (name, e, got)
             checked += 1
     assert checked > 100
