@@ -89,16 +89,25 @@ def test_generated_table_is_up_to_date():
 
 def _named_instructions(path: Path, symbols: set[str]) -> list[str]:
     """Code in `path` that names an instruction: a string literal that is a symbol,
-    or an identifier that is one or a method `op_Symbol` selected by name."""
+    or an identifier that is one or a method `op_Symbol` selected by name (not the
+    node classes of Python's `ast`, which vmrt.script compiles from)."""
     found = []
-    tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+    text = path.read_text()
+    # (a compiler of Python source names ast node classes, some alike instructions')
+    python_syntax = "import ast" in text
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    before: list = [None, None]  # the two tokens before this one
     for token in tokens:
+        after_ast = [t.string if t else None for t in before] == ["ast", "."]
+        before = [before[1], token]
+        if after_ast:  # Python's own syntax tree (ast.Call, ast.Return): not an instruction
+            continue
         if token.type == tokenize.STRING:
             try:
                 value = ast.literal_eval(token.string)
             except (ValueError, SyntaxError):  # f-strings
                 continue
-            if value in symbols:
+            if value in symbols and not (python_syntax and hasattr(ast, str(value))):
                 found.append(f"{path}:{token.start[0]}: {token.string}")
         elif token.type == tokenize.NAME:
             name = token.string
