@@ -142,6 +142,8 @@ def _argument_converter(elements: tuple) -> Callable[..., tuple]:
     four arguments (most exports) it is one expression, without a loop."""
     converters = tuple(_CONVERT[element] for element in elements)
     count = len(converters)
+    if count == 0:
+        return lambda: ()
     if count == 1:
         (c0,) = converters
         return lambda a: (c0(a),)
