@@ -176,20 +176,8 @@ def _queue_call(meter, queue_method, queue_affinity, wait_fence, signal_fence, *
     """A device.queue.* export's work: `queue_method` (a Device queue_* method) after
     `wait_fence`, signalling `signal_fence`, under the call's limits. The fences are
     the VM's refs as passed: anything that is not a fence is no fence."""
-    # (fence_or_none, inline: queue calls are hot)
-    wait = wait_fence if isinstance(wait_fence, Fence) else None
-    signal = signal_fence if isinstance(signal_fence, Fence) else None
-    if meter is None:  # (guarded_call's tests, one frame fewer)
-        return queue_method(queue_affinity, wait, signal, *args)
-    guard = current_guard()
-    if guard is not None and guard.meter is meter:
-        guard.check()
-        return queue_method(queue_affinity, wait, signal, *args)
-    token = meter.enter_guard()
-    try:
-        return queue_method(queue_affinity, wait, signal, *args)
-    finally:
-        leave_guard(token)
+    return guarded_call(meter, queue_method, queue_affinity, fence_or_none(wait_fence),
+                        fence_or_none(signal_fence), *args)
 
 
 def _queue_bookkeeping(meter, queue_method, queue_affinity, wait_fence, signal_fence, *args):
@@ -198,11 +186,10 @@ def _queue_bookkeeping(meter, queue_method, queue_affinity, wait_fence, signal_f
     needs no CallGuard (its allocation is charged by `charged`, and the call stops at
     its next check point all the same): looking the guard up is a good part of what
     limits add to a small model's call."""
-    wait = wait_fence if isinstance(wait_fence, Fence) else None
+    wait = fence_or_none(wait_fence)
     if meter is not None and wait is not None and not wait.passed():
         return _queue_call(meter, queue_method, queue_affinity, wait, signal_fence, *args)
-    return queue_method(queue_affinity, wait,
-                        signal_fence if isinstance(signal_fence, Fence) else None, *args)
+    return queue_method(queue_affinity, wait, fence_or_none(signal_fence), *args)
 
 
 _BUFFER, _FILE = (Buffer, "buffer"), (MemoryFile, "file")
