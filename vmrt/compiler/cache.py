@@ -49,8 +49,9 @@ RECORD = code_cache.EntryKind(RECORD_SUFFIX, lambda entry: (
     type(entry) is dict and type(entry.get("vmfb")) is str
     and type(entry.get("vmfb_size")) is int), STATS)
 #: A source file's alias: its key by identity and change times -> its content digest.
+ALIAS_STATS = code_cache.CacheStats()  # (apart: STATS counts builds found)
 ALIAS = code_cache.EntryKind(".vca", lambda entry: type(entry) is bytes and len(entry) == 32,
-                             STATS)
+                             ALIAS_STATS)
 #: A file last changed at least this long ago (seconds) has its alias recorded: longer
 #: than the coarsest clock of common file systems (FAT's 2 s), so that a file changed
 #: again within its clock's tick is not taken for the one hashed.
