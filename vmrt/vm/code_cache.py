@@ -191,9 +191,9 @@ def runtime_key(*parts) -> bytes:
     return hashlib.blake2b(repr(runtime + parts).encode(), digest_size=32).digest()
 
 
-def entry_key(content: bytes, ordinal: int, options, host_entry: bool) -> bytes:
+def entry_key(content: bytes, ordinal: int, options) -> bytes:
     """The key of one function variant: see the module docstring."""
-    return runtime_key(content, ordinal, repr(options), host_entry)
+    return runtime_key(content, ordinal, repr(options))
 
 
 def build_id() -> bytes:
