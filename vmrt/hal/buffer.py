@@ -14,6 +14,7 @@ import mmap
 import threading
 
 from vmrt.errors import HalError, StatusCode
+from vmrt.memory import fill_pattern
 from vmrt.hal.types import (
     WHOLE_BUFFER, BufferUsage, MemoryAccess, MemoryType, format_buffer_usage,
     format_memory_access, format_memory_type,
@@ -502,7 +503,7 @@ def fill_view(target: memoryview, offset: int, pattern: bytes) -> None:
         raise HalError(f"attempting to fill a range with {size} byte values that is not "
                        f"aligned (offset={offset}, length={length})",
                        StatusCode.INVALID_ARGUMENT)
-    target[:] = pattern * (length // size)
+    fill_pattern(target, 0, length, pattern)
 
 
 def buffers_overlap(lhs: Buffer, lhs_offset: int, lhs_length: int, rhs: Buffer,
