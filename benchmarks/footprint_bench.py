@@ -54,7 +54,7 @@ CHILD = textwrap.dedent("""
             function = context.modules[main.name][name]
             return context, lambda: np.asarray(function(*args).to_host())
     else:
-        import vmrt, vmrt.api, vmrt.modules.hal
+        import vmrt, vmrt.api, vmrt.modules.hal, vmrt.modules.natives
         def load():
             loaded = vmrt.load(path, device=device,
                                parameters=None if irpa == "-" else {"model": irpa})

@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from vmrt.errors import StatusCode, VmrtError, file_error
+from vmrt.vm.context import Context
+from vmrt.vm.module import load_module
 
 if TYPE_CHECKING:
     from vmrt.hal.device import Device
     from vmrt.modules.natives import ParameterSource
-    from vmrt.vm.context import Context, Function, Instance
+    from vmrt.vm.context import Function, Instance
     from vmrt.vm.hooks import ExecutionHooks
     from vmrt.vm.limits import Limits, Meter
     from vmrt.vm.module import BytecodeModule, Module
@@ -60,7 +62,6 @@ def _check_not_source(head: bytes, name: str, path: bool = True) -> None:
 
 def module_from(source: ModuleSource) -> BytecodeModule:
     """The module of a path, vmasm text or module bytes."""
-    from vmrt.vm.module import load_module
     if isinstance(source, (bytes, bytearray, memoryview)):
         # Read-only memory (bytes, a read-only mapping) is used in place; memory the
         # caller could still change under the verified module is copied once.
@@ -84,7 +85,6 @@ def module_from_file(path: Path) -> BytecodeModule:
     other text fails saying to compile it (vmrt.load compiles .onnx and .mlir files before
     they get here: vmrt.compiler). vmrt.load and `vmrt run` load files
     with this."""
-    from vmrt.vm.module import load_module
     try:
         with open(path, "rb") as file:
             head = file.read(4096)
@@ -106,7 +106,6 @@ def module_from_file(path: Path) -> BytecodeModule:
 
 def _assemble(text: str, filename: str) -> BytecodeModule:
     from vmrt.asm import assemble
-    from vmrt.vm.module import load_module
     module = load_module(assemble(text, filename=filename))
     module.source = filename
     return module
@@ -241,7 +240,6 @@ def load(source: ModuleSource, *, modules: Iterable[Module] = (),
     `checkpoints`, `tier`, `trace_hook`, `print_hook` and `meter` are vmrt.Context's."""
     from vmrt.modules.natives import (explain_device_target, native_modules_for,
                                       parameter_providers)
-    from vmrt.vm.context import Context
     if driver is not None and device is not None and device != driver:
         raise TypeError(f"vmrt.load() was given device={device!r} and driver={driver!r}: "
                         "driver is iree.runtime's name for device; give one")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from vmrt.errors import StatusCode, VMError
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.cconv import Signature, signature_of
+from vmrt.vm.declaration import parse_declaration
 from vmrt.vm.list import VMList
 from vmrt.vm.module import ModuleInstance, run_to_completion
 from vmrt.vm.numerics import f32
@@ -215,14 +216,12 @@ class Function:
     def inputs(self) -> list[ValueInfo]:
         """The inputs the declaration names (name, type, shape, dtype: vmrt.vm.declaration
         .ValueInfo), as onnxruntime's get_inputs(); empty when the module has none."""
-        from vmrt.vm.declaration import parse_declaration  # (not on the start path)
         parsed = parse_declaration(self.declaration)
         return parsed[0] if parsed else []
 
     @property
     def outputs(self) -> list[ValueInfo]:
         """The outputs the declaration names (see `inputs`)."""
-        from vmrt.vm.declaration import parse_declaration
         parsed = parse_declaration(self.declaration)
         return parsed[1] if parsed else []
 

@@ -26,6 +26,7 @@ from vmrt.vm.cconv import signature_of
 from vmrt.vm.error_kinds import ErrorKind, vm_error
 from vmrt.vm import code_cache, codegen, generated_abi, numerics
 from vmrt.vm.ctier import selected_tier
+from vmrt.vm.ctier.analysis import may_compile
 from vmrt.vm.buffer import (
     VMBuffer, buffer_alloc, buffer_clone, buffer_compare, buffer_copy, metered_buffer_alloc,
     metered_buffer_clone,
@@ -489,8 +490,6 @@ class BytecodeModuleInstance(ModuleInstance):
         if self.context.codegen_options.instrumented or self.tier == "python" or \
                 self._bound_by_init is not None:
             return None
-        from vmrt.vm.ctier.analysis import may_compile
-
         if not may_compile(self.module, ordinal) or (
                 self.tier == "auto" and self._small(ordinal)):
             return None
