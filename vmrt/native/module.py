@@ -45,8 +45,10 @@ is an export written in C with upstream's shim ABI.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
+import types
 from dataclasses import dataclass
 
 from vmrt.errors import StatusCode, VMError, VmrtError, limit_of
@@ -394,84 +396,62 @@ class NativeModuleInstance(ModuleInstance):
 
 
 # ----------------------------------------------------------------------------------------------
-# Adapters for Python exports: generated per (argument count, results, state, generator)
+# Adapters for Python exports
 # ----------------------------------------------------------------------------------------------
-_RESULT_CHECKS = {
-    "i": ("{v}.__class__ is int and -2147483648 <= {v} <= 2147483647", "{v}"),
-    "I": ("{v}.__class__ is int and -9223372036854775808 <= {v} <= 9223372036854775807", "{v}"),
-    "f": ("{v}.__class__ is float", "F32({v})"),
-    "F": ("{v}.__class__ is float", "{v}"),
-    "r": ("{v} is None or isinstance({v}, REF)", "{v}"),
-}
-
-_FACTORIES: dict[tuple, object] = {}
-
-
-def _factory(arg_count: int, results: tuple[str, ...], with_state: bool, generator: bool):
-    key = (arg_count, results, with_state, generator)
-    factory = _FACTORIES.get(key)
-    if factory is None:
-        factory = _FACTORIES[key] = adapter_factory(_adapter_source(*key),
-                                                    f"native adapter {key}")
-    return factory
+#: The range of a single integer result that registers hold as it is.
+_INT_RESULT_RANGES = {("i",): (I32_MIN, I32_MAX), ("I",): (I64_MIN, I64_MAX)}
 
 
 def adapter_factory(source: str, name: str):
-    """The `make` function of generated adapter source: the one place vmrt.native
-    compiles code from text. An adapter with named parameters and its result checks
-    inlined is what keeps an import call within native_bench's bar; a generic `*args`
-    closure in its stead cost a C export call over a microsecond more (figures in
-    the commit that kept this). Made once per shape of signature (`name` says which,
-    in tracebacks)."""
+    """The `make` function of generated adapter source (vmrt.native.cmodule's C
+    adapters): the one place vmrt.native compiles code from text. Made once per
+    shape of signature (`name` says which, in tracebacks)."""
     namespace: dict = {}
     exec(compile(source, f"<vmrt {name}>", "exec"), namespace)
     return namespace["make"]
 
 
-def _adapter_source(arg_count: int, results: tuple[str, ...], with_state: bool,
-                    generator: bool) -> str:
-    """The source of the factory of adapters of one shape of signature."""
-    params = ", ".join(f"a{k}" for k in range(arg_count))
-    call_args = ", ".join(["SELF"] + (["STATE"] if with_state else []) +
-                          [f"a{k}" for k in range(arg_count)])
-    call = f"FN({call_args})"
-    if generator:
-        call = f"(yield from {call})"
-    lines = ["def make(FN, SELF, STATE, FAIL, FIX, F32, REF):",
-             f"    def adapter({params}):",
-             "        try:",
-             f"            r = {call}",
-             "        except Exception as e:",
-             "            raise FAIL(e)"]
-    if not results:
-        lines += ["        if r is None:", "            return None", "        return FIX(r)"]
-    elif len(results) == 1:
-        test, value = _RESULT_CHECKS[results[0]]
-        lines += [f"        if {test.format(v='r')}:",
-                  f"            return {value.format(v='r')}",
-                  "        return FIX(r)"]
-    else:
-        names = [f"r{k}" for k in range(len(results))]
-        tests = " and ".join(f"({_RESULT_CHECKS[t][0].format(v=n)})"
-                             for t, n in zip(results, names))
-        values = ", ".join(_RESULT_CHECKS[t][1].format(v=n) for t, n in zip(results, names))
-        lines += [f"        if r.__class__ is tuple and len(r) == {len(results)}:",
-                  f"            {', '.join(names)} = r",
-                  f"            if {tests}:",
-                  f"                return ({values})",
-                  "        return FIX(r)"]
-    lines.append("    return adapter")
-    return "\n".join(lines) + "\n"
-
-
 def python_adapter(module: NativeModule, fn, export: Export, state):
-    """The callable serving `export` of `module` in one context."""
+    """The callable serving `export` of `module` in one context: it calls `fn`, turns
+    what it raises into a VMError and checks its results. (A plain closure: adapters
+    compiled per shape of signature cost a process as much as loading a small model.)"""
     signature = export.signature
     where = f"{module.name}.{export.name}"
-    factory = _factory(len(signature.arguments), signature.results, export.with_state,
-                       export.is_generator)
-    adapter = factory(fn, module, state, export_failure(where, signature.cconv),
-                      result_fixer(where, signature), _f32, RefObject)
+    fail = export_failure(where, signature.cconv)
+    fix = result_fixer(where, signature)
+    results = signature.results
+    # Values registers hold as they are pass; anything else (and f32 results, which
+    # are rounded) goes through result_fixer, which normalizes it or raises.
+    none_ok = results in ((), ("r",))
+    ref_type = RefObject if results == ("r",) else ()
+    low, high = _INT_RESULT_RANGES.get(results, (1, 0))
+    float_ok = results == ("F",)
+
+    def finish(r):
+        if r is None and none_ok or isinstance(r, ref_type) or (
+                r.__class__ is int and low <= r <= high or r.__class__ is float and float_ok):
+            return r
+        return fix(r)
+
+    call = (functools.partial(fn, module, state) if export.with_state
+            else types.MethodType(fn, module))
+    if export.is_generator:
+        def adapter(*args):
+            try:
+                r = yield from call(*args)
+            except Exception as e:
+                raise fail(e)
+            return finish(r)
+    else:
+        def adapter(*args):
+            try:
+                r = call(*args)
+            except Exception as e:
+                raise fail(e)
+            if r is None and none_ok or isinstance(r, ref_type) or (
+                    r.__class__ is int and low <= r <= high):
+                return r  # (what most exports return, passed without a call)
+            return finish(r)
     adapter.__name__ = adapter.__qualname__ = export.name
     adapter.vmrt_native = (where, signature.cconv)
     return adapter
