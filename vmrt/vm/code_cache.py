@@ -212,18 +212,19 @@ def build_id() -> bytes:
 
 def source_digest(root: str, packages: tuple = RUNTIME_PACKAGES) -> bytes:
     """A hash of the paths and contents of the *.py files of `packages` under vmrt's
-    directory `root`; b"" when none can be read."""
-    digest, found = hashlib.blake2b(digest_size=32), 0
+    directory `root`; b"" when none can be read. (Unbuffered reads and sha256: this
+    runs in every process of a source checkout.)"""
+    digest, found = hashlib.sha256(), 0
     for package in packages:
         for directory, _, files in sorted(os.walk(os.path.join(root, package))):
             for name in sorted(f for f in files if f.endswith(".py")):
                 path = os.path.join(directory, name)
                 try:
-                    with open(path, "rb") as source:
+                    with open(path, "rb", buffering=0) as source:
                         data = source.read()
                 except OSError:
                     continue
-                digest.update(f"{os.path.relpath(path, root)}\0{len(data)}\0".encode(
+                digest.update(f"{path[len(root):]}\0{len(data)}\0".encode(
                     "utf-8", "surrogateescape") + data)
                 found += 1
     return digest.digest() if found else b""
