@@ -31,6 +31,7 @@ import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import vmrt
 from vmrt.errors import VmrtError
+from vmrt.vm.ctier.runtime import CModule
 seeds = [open(p, 'rb').read() for p in json.loads(sys.argv[2])]
 for line in sys.stdin:
     index, seed, flips = json.loads(line)
@@ -39,6 +40,8 @@ for line in sys.stdin:
         data[offset % len(data)] = value
     outcome = {"i": index, "load": "ok", "calls": 0, "errors": 0, "raw": None, "c": 0}
     try:
+        # Built first: a context with limits runs only C that is already built.
+        CModule.of(vmrt.load_module(bytes(data)), "c")
         module = vmrt.load(bytes(data), modules=[],
                            limits=vmrt.Limits(fuel=2_000_000, timeout=2, max_memory=1 << 24))
     except VmrtError:

@@ -21,3 +21,4 @@ def test_bounded_ctier_fuzz_run(tmp_path):
     assert done.returncode == 0, (counts, done.stderr[-2000:])
     assert counts["refused"] + counts["ran"] == 120
     assert counts["crash"] == counts["hang"] == counts["raw"] == 0
+    assert counts["c_functions"] > 0  # mutants that load run in C, not only in Python
