@@ -140,16 +140,16 @@ class FuncAnalysis:
     # -- transient birth / death (program order) ----------------------------------------------
     def transient_births(self) -> list[list[int]]:
         """Per op: the transient storages it creates."""
-        births: list[list[int]] = [[] for _ in self.func.ops]
-        for storage in self.transients:
-            if storage.id in self.first_access:
-                births[self.first_access[storage.id]].append(storage.id)
-        return births
+        return self._transients_by_op(self.first_access)
 
     def transient_deaths(self) -> list[list[int]]:
         """Per op: the transient storages it is the last to access."""
-        deaths: list[list[int]] = [[] for _ in self.func.ops]
+        return self._transients_by_op(self.last_access)
+
+    def _transients_by_op(self, op_of_storage: dict[int, int]) -> list[list[int]]:
+        """Per op: the transient storages that `op_of_storage` maps to it."""
+        by_op: list[list[int]] = [[] for _ in self.func.ops]
         for storage in self.transients:
-            if storage.id in self.last_access:
-                deaths[self.last_access[storage.id]].append(storage.id)
-        return deaths
+            if storage.id in op_of_storage:
+                by_op[op_of_storage[storage.id]].append(storage.id)
+        return by_op
