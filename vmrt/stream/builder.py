@@ -35,11 +35,7 @@ def as_type(spec, loc: Loc | None = None) -> ResourceType:
     if isinstance(spec, ResourceType):
         rtype = spec
     else:
-        try:
-            lifetime, size = spec
-        except (TypeError, ValueError):
-            raise StreamError(f"not a resource type: {spec!r} (expected (lifetime, size))",
-                              loc) from None
+        lifetime, size = _pair(spec, "resource type", "lifetime, size", loc)
         rtype = ResourceType(as_lifetime(lifetime, loc), size)
     if not isinstance(rtype.size, int) or isinstance(rtype.size, bool) or rtype.size <= 0:
         raise StreamError(f"resource size must be a positive integer, not {rtype.size!r}", loc)
@@ -51,14 +47,18 @@ def as_pattern(spec, loc: Loc | None = None) -> Pattern:
     if isinstance(spec, Pattern):
         pattern = spec
     else:
-        try:
-            value, element_type = spec
-        except (TypeError, ValueError):
-            raise StreamError(f"not a pattern: {spec!r} (expected (value, element type))",
-                              loc) from None
-        pattern = Pattern(value, element_type)
+        pattern = Pattern(*_pair(spec, "pattern", "value, element type", loc))
     check_pattern(pattern, loc)
     return pattern
+
+
+def _pair(spec, what: str, expected: str, loc: Loc | None) -> tuple:
+    """The two items of `spec`, a `what` given as a pair of `expected`."""
+    try:
+        first, second = spec
+    except (TypeError, ValueError):
+        raise StreamError(f"not a {what}: {spec!r} (expected ({expected}))", loc) from None
+    return first, second
 
 
 def _check_name(name: str, what: str, loc: Loc | None) -> None:
