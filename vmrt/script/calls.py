@@ -64,25 +64,17 @@ class CallCompiler(ExpressionCompiler):
     def narrow(self, node: ast.AST, value: Value, to: Type) -> str:
         """The register passing `value` as a boundary width (i32, f32), or its own."""
         if to.name == "i32":
-            out = self.out.temp(to)
-            self.ins(node, f"{out} = vm.trunc.i64.i32 {value.reg}")
-            return out
+            return self.temp_holding(node, to, f"vm.trunc.i64.i32 {value.reg}")
         if to.name == "f32":
-            out = self.out.temp(to)
-            self.ins(node, f"{out} = vm.trunc.f64.f32 {value.reg}")
-            return out
+            return self.temp_holding(node, to, f"vm.trunc.f64.f32 {value.reg}")
         return value.reg
 
     def widen(self, node: ast.AST, register: str, type_: Type) -> Value:
         """A boundary width received (i32, f32) as the int or float it stands for."""
         if type_.name == "i32":
-            out = self.out.temp(INT)
-            self.ins(node, f"{out} = vm.ext.i32.i64.s {register}")
-            return Value(INT, out)
+            return self.value_holding(node, INT, None, f"vm.ext.i32.i64.s {register}")
         if type_.name == "f32":
-            out = self.out.temp(FLOAT)
-            self.ins(node, f"{out} = vm.ext.f32.f64 {register}")
-            return Value(FLOAT, out)
+            return self.value_holding(node, FLOAT, None, f"vm.ext.f32.f64 {register}")
         return Value(type_, register)
 
     def emit_call(self, node: ast.AST, callee: str, arguments: list[str],
@@ -135,25 +127,20 @@ class CallCompiler(ExpressionCompiler):
         self.need(node, value, FLOAT, "int")
         # int() of a float truncates toward zero; one outside the 64-bit range (or
         # NaN or infinite) fails, as CPython's would not fit or raises.
-        low = self.out.temp(BOOL)
-        self.ins(node, f"{low} = vm.cmp.lte.f64.o {self.out.constant('f64', -2.0 ** 63)}, "
-                       f"{value.reg}")
-        high = self.out.temp(BOOL)
-        self.ins(node, f"{high} = vm.cmp.lt.f64.o {value.reg}, "
-                       f"{self.out.constant('f64', 2.0 ** 63)}")
+        low = self.temp_holding(
+            node, BOOL, f"vm.cmp.lte.f64.o {self.out.constant('f64', -2.0 ** 63)}, {value.reg}")
+        high = self.temp_holding(
+            node, BOOL, f"vm.cmp.lt.f64.o {value.reg}, {self.out.constant('f64', 2.0 ** 63)}")
         self.ins(node, f"{low} = vm.and.i32 {low}, {high}")
         self.out.check(low, StatusCode.OUT_OF_RANGE, "OverflowError: int() of a float that "
                        "is NaN, infinite or beyond 64 bits", self.at(node))
         # vm.cast.f64.si64 rounds to nearest: truncate toward zero first.
-        down, up, negative = self.out.temp(FLOAT), self.out.temp(FLOAT), self.out.temp(BOOL)
-        self.ins(node, f"{down} = vm.floor.f64 {value.reg}")
-        self.ins(node, f"{up} = vm.ceil.f64 {value.reg}")
-        self.ins(node, f"{negative} = vm.cmp.lt.f64.o {value.reg}, "
-                       f"{self.out.constant('f64', 0.0)}")
+        down = self.temp_holding(node, FLOAT, f"vm.floor.f64 {value.reg}")
+        up = self.temp_holding(node, FLOAT, f"vm.ceil.f64 {value.reg}")
+        negative = self.temp_holding(
+            node, BOOL, f"vm.cmp.lt.f64.o {value.reg}, {self.out.constant('f64', 0.0)}")
         self.ins(node, f"{down} = vm.select.f64 {negative} ? {up} : {down}")
-        out = self.result(INT, dest)
-        self.ins(node, f"{out} = vm.cast.f64.si64 {down}")
-        return Value(INT, out)
+        return self.value_holding(node, INT, dest, f"vm.cast.f64.si64 {down}")
 
     def builtin_float(self, node: ast.Call, dest):
         value = self.one_argument(node, "float")
@@ -172,9 +159,7 @@ class CallCompiler(ExpressionCompiler):
         if value.type == BOOL:
             return self.to_int(node, value, dest)
         self.need(node, value, (INT, FLOAT), "abs")
-        out = self.result(value.type, dest)
-        self.ins(node, f"{out} = vm.abs.{value.type.bank} {value.reg}")
-        return Value(value.type, out)
+        return self.value_holding(node, value.type, dest, f"vm.abs.{value.type.bank} {value.reg}")
 
     def builtin_min(self, node: ast.Call, dest):
         return self.extreme(node, dest, "min")
@@ -213,8 +198,7 @@ class CallCompiler(ExpressionCompiler):
         if value.type == BYTES:
             self.ins(node, f"{out} = vm.buffer.length {value.reg}")
         else:
-            size = self.out.temp(BOOL)
-            self.ins(node, f"{size} = vm.list.size {value.reg}")
+            size = self.temp_holding(node, BOOL, f"vm.list.size {value.reg}")
             self.ins(node, f"{out} = vm.ext.i32.i64.u {size}")
         return Value(INT, out)
 
@@ -224,35 +208,27 @@ class CallCompiler(ExpressionCompiler):
             negative = self.compare_ints(node, "cmp.lt", size, self.const(node, 0))
             self.check_not(node, negative, StatusCode.INVALID_ARGUMENT,
                            "ValueError: negative count")
-        out = self.result(BYTES, dest)
-        self.ins(node, f"{out} = vm.buffer.alloc {size.reg}, {self.out.constant('i32', 16)}")
-        return Value(BYTES, out)
+        return self.value_holding(
+            node, BYTES, dest, f"vm.buffer.alloc {size.reg}, {self.out.constant('i32', 16)}")
 
     # Intrinsics of the prelude (vmrt/script/prelude.py): fmod, floor, copysign.
     def builtin___fmod(self, node: ast.Call, dest):
         a, b = (self.convert(node, self.expr(arg), FLOAT) for arg in node.args)
-        out = self.result(FLOAT, dest)
-        self.ins(node, f"{out} = vm.rem.f64 {a.reg}, {b.reg}")
-        return Value(FLOAT, out)
+        return self.value_holding(node, FLOAT, dest, f"vm.rem.f64 {a.reg}, {b.reg}")
 
     def builtin___floor(self, node: ast.Call, dest):
         value = self.convert(node, self.expr(node.args[0]), FLOAT)
-        out = self.result(FLOAT, dest)
-        self.ins(node, f"{out} = vm.floor.f64 {value.reg}")
-        return Value(FLOAT, out)
+        return self.value_holding(node, FLOAT, dest, f"vm.floor.f64 {value.reg}")
 
     def builtin___copysign(self, node: ast.Call, dest):
         magnitude, sign = (self.convert(node, self.expr(arg), FLOAT) for arg in node.args)
-        bits, sign_bits = self.out.temp(INT), self.out.temp(INT)
-        self.ins(node, f"{bits} = vm.bitcast.f64.i64 {magnitude.reg}")
-        self.ins(node, f"{sign_bits} = vm.bitcast.f64.i64 {sign.reg}")
+        bits = self.temp_holding(node, INT, f"vm.bitcast.f64.i64 {magnitude.reg}")
+        sign_bits = self.temp_holding(node, INT, f"vm.bitcast.f64.i64 {sign.reg}")
         self.ins(node, f"{bits} = vm.and.i64 {bits}, {self.out.constant('i64', (1 << 63) - 1)}")
         self.ins(node, f"{sign_bits} = vm.and.i64 {sign_bits}, "
                        f"{self.out.constant('i64', -(1 << 63))}")
         self.ins(node, f"{bits} = vm.or.i64 {bits}, {sign_bits}")
-        out = self.result(FLOAT, dest)
-        self.ins(node, f"{out} = vm.bitcast.i64.f64 {bits}")
-        return Value(FLOAT, out)
+        return self.value_holding(node, FLOAT, dest, f"vm.bitcast.i64.f64 {bits}")
 
     def builtin_print(self, node: ast.Call, dest):
         raise self.fail(node, "print is not supported; return values, or call a host "
@@ -281,20 +257,16 @@ class CallCompiler(ExpressionCompiler):
         length = self.length(node, container)
         if position.constant is None or position.constant < 0:
             negative = self.compare_ints(node, "cmp.lt", position, self.const(node, 0))
-            offset = self.out.temp(INT)
-            self.ins(node, f"{offset} = vm.select.i64 {negative.reg} ? {length.reg} : "
-                           f"{self.out.constant('i64', 0)}")
-            adjusted = self.out.temp(INT)
-            self.ins(node, f"{adjusted} = vm.add.i64 {position.reg}, {offset}")
+            offset = self.temp_holding(node, INT, f"vm.select.i64 {negative.reg} ? {length.reg} "
+                                                  f": {self.out.constant('i64', 0)}")
+            adjusted = self.temp_holding(node, INT, f"vm.add.i64 {position.reg}, {offset}")
             position = Value(INT, adjusted)
-        inside = self.out.temp(BOOL)  # unsigned: a negative index is far beyond the end
-        self.ins(node, f"{inside} = vm.cmp.lt.i64.u {position.reg}, {length.reg}")
+        # Unsigned: a negative index is far beyond the end.
+        inside = self.temp_holding(node, BOOL, f"vm.cmp.lt.i64.u {position.reg}, {length.reg}")
         self.out.check(inside, StatusCode.OUT_OF_RANGE, INDEX_ERROR, self.at(node))
         if container.type == BYTES:
             return position.reg
-        narrow = self.out.temp(BOOL)
-        self.ins(node, f"{narrow} = vm.trunc.i64.i32 {position.reg}")
-        return narrow
+        return self.temp_holding(node, BOOL, f"vm.trunc.i64.i32 {position.reg}")
 
     def expr_Subscript(self, node: ast.Subscript, dest):
         container = self.expr(node.value)
@@ -309,15 +281,11 @@ class CallCompiler(ExpressionCompiler):
 
     def load_item(self, node: ast.AST, container: Value, where: str, dest) -> Value:
         if container.type == BYTES:
-            byte = self.out.temp(BOOL)
-            self.ins(node, f"{byte} = vm.buffer.load.i8.u {container.reg}, {where}")
-            out = self.result(INT, dest)
-            self.ins(node, f"{out} = vm.ext.i32.i64.u {byte}")
-            return Value(INT, out)
+            byte = self.temp_holding(node, BOOL, f"vm.buffer.load.i8.u {container.reg}, {where}")
+            return self.value_holding(node, INT, dest, f"vm.ext.i32.i64.u {byte}")
         element = ELEMENT[container.type]
-        out = self.result(element, dest)
-        self.ins(node, f"{out} = vm.list.get.{element.bank} {container.reg}, {where}")
-        return Value(element, out)
+        return self.value_holding(node, element, dest,
+                                  f"vm.list.get.{element.bank} {container.reg}, {where}")
 
     def store_item(self, node: ast.Subscript, value_node: ast.expr | None,
                    value: Value | None = None) -> None:
@@ -330,13 +298,11 @@ class CallCompiler(ExpressionCompiler):
     def store_at(self, node: ast.AST, container: Value, where: str, value: Value) -> None:
         if container.type == BYTES:
             byte = self.convert(node, value, INT)
-            fits = self.out.temp(BOOL)
-            self.ins(node, f"{fits} = vm.cmp.lt.i64.u {byte.reg}, "
-                           f"{self.out.constant('i64', 256)}")
+            fits = self.temp_holding(node, BOOL, f"vm.cmp.lt.i64.u {byte.reg}, "
+                                                 f"{self.out.constant('i64', 256)}")
             self.out.check(fits, StatusCode.INVALID_ARGUMENT,
                            "ValueError: byte must be in range(0, 256)", self.at(node))
-            low = self.out.temp(BOOL)
-            self.ins(node, f"{low} = vm.trunc.i64.i32 {byte.reg}")
+            low = self.temp_holding(node, BOOL, f"vm.trunc.i64.i32 {byte.reg}")
             self.ins(node, f"vm.buffer.store.i8 {low}, {container.reg}, {where}")
             return
         element = ELEMENT[container.type]
@@ -346,13 +312,11 @@ class CallCompiler(ExpressionCompiler):
     # -- lists --------------------------------------------------------------------------------
     def new_list(self, node: ast.AST, element: Type, size: Value, dest) -> Value:
         """A list of `size` zeros (vm.list.resize fills with zeros)."""
-        fits = self.out.temp(BOOL)
-        self.ins(node, f"{fits} = vm.cmp.lt.i64.u {size.reg}, "
-                       f"{self.out.constant('i64', MAX_LIST + 1)}")
+        fits = self.temp_holding(node, BOOL, f"vm.cmp.lt.i64.u {size.reg}, "
+                                             f"{self.out.constant('i64', MAX_LIST + 1)}")
         self.out.check(fits, StatusCode.OUT_OF_RANGE, "MemoryError: a list holds at most "
                        f"{MAX_LIST} elements", self.at(node))
-        count = self.out.temp(BOOL)
-        self.ins(node, f"{count} = vm.trunc.i64.i32 {size.reg}")
+        count = self.temp_holding(node, BOOL, f"vm.trunc.i64.i32 {size.reg}")
         list_type = LIST_OF[element]
         out = self.result(list_type, dest)
         self.ins(node, f"{out} = vm.list.alloc {count} : {list_type.vm}")
@@ -390,23 +354,21 @@ class CallCompiler(ExpressionCompiler):
             else INT
         value = self.convert(node, value, kind)
         size = self.convert(node, self.expr(count), INT)
-        clamped = self.out.temp(INT)
-        self.ins(node, f"{clamped} = vm.max.i64.s {size.reg}, {self.out.constant('i64', 0)}")
-        made = self.new_list(node, kind, Value(INT, clamped), dest)
+        clamped = self.value_holding(node, INT, None,
+                                     f"vm.max.i64.s {size.reg}, {self.out.constant('i64', 0)}")
+        made = self.new_list(node, kind, clamped, dest)
         if value.constant in (0, 0.0) and str(value.constant)[0] != "-":
             return made
-        self.fill(node, made, value, clamped)
+        self.fill(node, made, value, clamped.reg)
         return made
 
     def fill(self, node: ast.AST, made: Value, value: Value, count: str) -> None:
         index = self.out.allocate("i32")
-        limit = self.out.temp(BOOL)
-        self.ins(node, f"{limit} = vm.trunc.i64.i32 {count}")
+        limit = self.temp_holding(node, BOOL, f"vm.trunc.i64.i32 {count}")
         self.move(node, index, Value(BOOL, self.out.constant("i32", 0)))
         body, done = self.out.new_label("fill"), self.out.new_label("filled")
         where = self.at(node)
-        more = self.out.temp(BOOL)
-        self.ins(node, f"{more} = vm.cmp.lt.i32.s {index}, {limit}")
+        more = self.temp_holding(node, BOOL, f"vm.cmp.lt.i32.s {index}, {limit}")
         self.out.branch(more, body, done, where)
         self.out.place(body, where)
         self.ins(node, f"vm.list.set.{value.type.bank} {made.reg}, {index}, {value.reg}")
@@ -420,12 +382,10 @@ class CallCompiler(ExpressionCompiler):
         if not target.type.is_list or len(node.args) != 1:
             raise self.fail(node, "append is a method of lists taking one number")
         value = self.convert(node, self.expr(node.args[0]), ELEMENT[target.type])
-        size = self.out.temp(BOOL)
-        self.ins(node, f"{size} = vm.list.size {target.reg}")
-        grown = self.out.temp(BOOL)
-        self.ins(node, f"{grown} = vm.add.i32 {size}, {self.out.constant('i32', 1)}")
-        fits = self.out.temp(BOOL)  # size + 1 wraps negative only at the i32 limit
-        self.ins(node, f"{fits} = vm.cmp.lt.i32.s {size}, {grown}")
+        size = self.temp_holding(node, BOOL, f"vm.list.size {target.reg}")
+        grown = self.temp_holding(node, BOOL, f"vm.add.i32 {size}, {self.out.constant('i32', 1)}")
+        # Size + 1 wraps negative only at the i32 limit.
+        fits = self.temp_holding(node, BOOL, f"vm.cmp.lt.i32.s {size}, {grown}")
         self.out.check(fits, StatusCode.OUT_OF_RANGE, "MemoryError: a list holds at most "
                        f"{MAX_LIST} elements", self.at(node))
         self.ins(node, f"vm.list.resize {target.reg}, {grown}")

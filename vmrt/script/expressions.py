@@ -59,6 +59,18 @@ class ExpressionCompiler:
             return dest.reg
         return self.out.temp(type_)
 
+    def value_holding(self, node: ast.AST, type_: Type, dest: Value | None,
+                      instruction: str) -> Value:
+        """The `type_` value `instruction` (the text right of ` = `) computes, written
+        where `result` says."""
+        out = self.result(type_, dest)
+        self.ins(node, f"{out} = {instruction}")
+        return Value(type_, out)
+
+    def temp_holding(self, node: ast.AST, type_: Type, instruction: str) -> str:
+        """The register of a new temporary set by `instruction`."""
+        return self.value_holding(node, type_, None, instruction).reg
+
     # -- entry points ------------------------------------------------------------------
     def expr(self, node: ast.expr, dest: Value | None = None) -> Value:
         """The value of `node`. With `dest` (the variable being assigned) the last
@@ -105,9 +117,7 @@ class ExpressionCompiler:
             return value
         if value.constant is not None:
             return self.const(node, int(value.constant))
-        out = self.result(INT, dest)
-        self.ins(node, f"{out} = vm.ext.i32.i64.u {value.reg}")
-        return Value(INT, out)
+        return self.value_holding(node, INT, dest, f"vm.ext.i32.i64.u {value.reg}")
 
     def to_float(self, node: ast.AST, value: Value, dest: Value | None = None) -> Value:
         if value.type == FLOAT:
@@ -115,9 +125,7 @@ class ExpressionCompiler:
         if value.constant is not None:
             return self.const(node, float(value.constant))
         value = self.to_int(node, value)
-        out = self.result(FLOAT, dest)
-        self.ins(node, f"{out} = vm.cast.si64.f64 {value.reg}")
-        return Value(FLOAT, out)
+        return self.value_holding(node, FLOAT, dest, f"vm.cast.si64.f64 {value.reg}")
 
     def const(self, node: ast.AST, value) -> Value:
         if isinstance(value, bool):
@@ -186,10 +194,8 @@ class ExpressionCompiler:
                 raise self.fail(node, f"'{_op_text(op)}' needs ints, got float")
             if left.type == right.type == BOOL and not isinstance(op, (ast.LShift,
                                                                          ast.RShift)):
-                out = self.result(BOOL, dest)
-                self.ins(node, f"{out} = vm.{_INT_BINARY[type(op)]}.i32 {left.reg}, "
-                               f"{right.reg}")
-                return Value(BOOL, out)
+                return self.value_holding(
+                    node, BOOL, dest, f"vm.{_INT_BINARY[type(op)]}.i32 {left.reg}, {right.reg}")
         if isinstance(op, ast.MatMult):
             raise refuse(node, self.filename, "'@' is", "a loop")
         if isinstance(op, ast.Div) or FLOAT in (left.type, right.type):
@@ -201,9 +207,7 @@ class ExpressionCompiler:
     def int_binary(self, node, op, left: Value, right: Value, dest) -> Value:
         name = _INT_BINARY.get(type(op))
         if name is not None:
-            out = self.result(INT, dest)
-            self.ins(node, f"{out} = vm.{name}.i64 {left.reg}, {right.reg}")
-            return Value(INT, out)
+            return self.value_holding(node, INT, dest, f"vm.{name}.i64 {left.reg}, {right.reg}")
         if isinstance(op, (ast.FloorDiv, ast.Mod)):
             return self.int_floor_division(node, op, left, right, dest)
         if isinstance(op, (ast.LShift, ast.RShift)):
@@ -223,40 +227,33 @@ class ExpressionCompiler:
         divisor = right.reg
         known_positive = right.constant is not None and right.constant > 0
         if not known_positive:
-            nonzero = self.out.temp(BOOL)
-            self.ins(node, f"{nonzero} = vm.cmp.nz.i64 {right.reg}")
+            nonzero = self.temp_holding(node, BOOL, f"vm.cmp.nz.i64 {right.reg}")
             self.out.check(nonzero, StatusCode.INVALID_ARGUMENT, DIVISION_BY_ZERO,
                            self.at(node))
             minus_one = self.compare_ints(node, "cmp.eq", right, self.const(node, -1))
-            divisor = self.out.temp(INT)
-            self.ins(node, f"{divisor} = vm.select.i64 {minus_one.reg} ? "
-                           f"{self.out.constant('i64', 1)} : {right.reg}")
-        remainder = self.out.temp(INT)
-        self.ins(node, f"{remainder} = vm.rem.i64.s {left.reg}, {divisor}")
+            divisor = self.temp_holding(
+                node, INT, f"vm.select.i64 {minus_one.reg} ? {self.out.constant('i64', 1)} : "
+                           f"{right.reg}")
+        remainder = self.temp_holding(node, INT, f"vm.rem.i64.s {left.reg}, {divisor}")
         # The remainder needs fixing when nonzero and of the other sign than the divisor.
-        signs = self.out.temp(INT)
-        self.ins(node, f"{signs} = vm.xor.i64 {remainder}, {right.reg}")
-        fix = self.out.temp(BOOL)
-        self.ins(node, f"{fix} = vm.cmp.lt.i64.s {signs}, {self.out.constant('i64', 0)}")
-        nonzero_remainder = self.out.temp(BOOL)
-        self.ins(node, f"{nonzero_remainder} = vm.cmp.nz.i64 {remainder}")
+        signs = self.temp_holding(node, INT, f"vm.xor.i64 {remainder}, {right.reg}")
+        fix = self.temp_holding(node, BOOL,
+                                f"vm.cmp.lt.i64.s {signs}, {self.out.constant('i64', 0)}")
+        nonzero_remainder = self.temp_holding(node, BOOL, f"vm.cmp.nz.i64 {remainder}")
         self.ins(node, f"{fix} = vm.and.i32 {fix}, {nonzero_remainder}")
         out = self.result(INT, dest)
         if isinstance(op, ast.Mod):
-            step = self.out.temp(INT)
-            self.ins(node, f"{step} = vm.select.i64 {fix} ? {right.reg} : "
-                           f"{self.out.constant('i64', 0)}")
+            step = self.temp_holding(node, INT, f"vm.select.i64 {fix} ? {right.reg} : "
+                                                f"{self.out.constant('i64', 0)}")
             self.ins(node, f"{out} = vm.add.i64 {remainder}, {step}")
             return Value(INT, out)
-        quotient = self.out.temp(INT)
-        self.ins(node, f"{quotient} = vm.div.i64.s {left.reg}, {divisor}")
+        quotient = self.temp_holding(node, INT, f"vm.div.i64.s {left.reg}, {divisor}")
         if divisor != right.reg:  # x // -1 == -x (wrapping for INT64_MIN)
-            negated = self.out.temp(INT)
-            self.ins(node, f"{negated} = vm.sub.i64 {self.out.constant('i64', 0)}, {left.reg}")
+            negated = self.temp_holding(node, INT,
+                                        f"vm.sub.i64 {self.out.constant('i64', 0)}, {left.reg}")
             self.ins(node, f"{quotient} = vm.select.i64 {minus_one.reg} ? {negated} : "
                            f"{quotient}")
-        step = self.out.temp(INT)
-        self.ins(node, f"{step} = vm.ext.i32.i64.u {fix}")
+        step = self.temp_holding(node, INT, f"vm.ext.i32.i64.u {fix}")
         self.ins(node, f"{out} = vm.sub.i64 {quotient}, {step}")
         return Value(INT, out)
 
@@ -275,13 +272,10 @@ class ExpressionCompiler:
             self.check_not(node, negative, StatusCode.INVALID_ARGUMENT,
                            "ValueError: negative shift count")
         too_far = self.compare_ints(node, "cmp.lt", self.const(node, 63), right)
-        count = self.out.temp(INT)
-        self.ins(node, f"{count} = vm.select.i64 {too_far.reg} ? "
-                       f"{self.out.constant('i64', 63)} : {right.reg}")
-        amount = self.out.temp(BOOL)
-        self.ins(node, f"{amount} = vm.trunc.i64.i32 {count}")
-        shifted = self.out.temp(INT)
-        self.ins(node, f"{shifted} = {instruction} {left.reg}, {amount}")
+        count = self.temp_holding(node, INT, f"vm.select.i64 {too_far.reg} ? "
+                                             f"{self.out.constant('i64', 63)} : {right.reg}")
+        amount = self.temp_holding(node, BOOL, f"vm.trunc.i64.i32 {count}")
+        shifted = self.temp_holding(node, INT, f"{instruction} {left.reg}, {amount}")
         if left_shift:
             self.ins(node, f"{out} = vm.select.i64 {too_far.reg} ? "
                            f"{self.out.constant('i64', 0)} : {shifted}")
@@ -298,9 +292,8 @@ class ExpressionCompiler:
             return Value(FLOAT, out)
         if isinstance(op, (ast.Div, ast.FloorDiv, ast.Mod)):
             if right.constant is None or right.constant == 0:
-                nonzero = self.out.temp(BOOL)
-                self.ins(node, f"{nonzero} = vm.cmp.ne.f64.u {right.reg}, "
-                               f"{self.out.constant('f64', 0.0)}")
+                nonzero = self.temp_holding(node, BOOL, f"vm.cmp.ne.f64.u {right.reg}, "
+                                                        f"{self.out.constant('f64', 0.0)}")
                 message = FLOAT_DIVISION_BY_ZERO if isinstance(op, ast.Div) else \
                     "ZeroDivisionError: float floor division or modulo by zero"
                 self.out.check(nonzero, StatusCode.INVALID_ARGUMENT, message, self.at(node))
@@ -411,9 +404,8 @@ class ExpressionCompiler:
                                              self.expr(node.comparators[0]))
             if not negated:
                 return Value(BOOL, register)
-            out = self.result(BOOL, dest)
-            self.ins(node, f"{out} = vm.xor.i32 {register}, {self.out.constant('i32', 1)}")
-            return Value(BOOL, out)
+            return self.value_holding(
+                node, BOOL, dest, f"vm.xor.i32 {register}, {self.out.constant('i32', 1)}")
         out = self.result(BOOL, dest)
         if_true, if_false, done = (self.out.new_label(n) for n in ("true", "false", "done"))
         self.jump_if(node, if_true, if_false)
