@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 from vmrt.errors import HalError, StatusCode
 from vmrt.hal.buffer import Buffer
-from vmrt.hal.types import BufferCompatibility, BufferUsage, MemoryAccess, MemoryType
+from vmrt.hal.types import (
+    ACCESS_ALL, COMPATIBILITY_ALLOCATABLE, COMPATIBILITY_IMPORTABLE, MEMORY_DEVICE_VISIBLE,
+    MEMORY_HOST_VISIBLE, MEMORY_OPTIMAL, USAGE_DEFAULT, BufferCompatibility, BufferUsage,
+)
 from vmrt.vm.ref import RefObject
 
-_DEVICE_VISIBLE = int(MemoryType.DEVICE_VISIBLE)
-_HOST_VISIBLE = int(MemoryType.HOST_VISIBLE)
-_OPTIMAL = int(MemoryType.OPTIMAL)
 _USAGE_ADDED = int(BufferUsage.MAPPING_SCOPED | BufferUsage.MAPPING_PERSISTENT |
                    BufferUsage.MAPPING_ACCESS_RANDOM | BufferUsage.TRANSFER)
 _BASE_COMPATIBILITY = int(BufferCompatibility.ALLOCATABLE | BufferCompatibility.IMPORTABLE |
@@ -20,17 +20,13 @@ _BASE_COMPATIBILITY = int(BufferCompatibility.ALLOCATABLE | BufferCompatibility.
 #: (usage bits, the queue compatibility they give a device-visible buffer).
 _QUEUE_USES = ((int(BufferUsage.TRANSFER), int(BufferCompatibility.QUEUE_TRANSFER)),
                (int(BufferUsage.DISPATCH), int(BufferCompatibility.QUEUE_DISPATCH)))
-_ALLOCATABLE = int(BufferCompatibility.ALLOCATABLE)
-_IMPORTABLE = int(BufferCompatibility.IMPORTABLE)
-_DEFAULT_USAGE = int(BufferUsage.DEFAULT)
-_ACCESS_ALL = int(MemoryAccess.ALL)
 #: How many parameter combinations an allocator remembers (_allocation_params_of).
 _REMEMBERED_PARAMS = 64
 
 
 def canonical_params(memory_type: int, usage: int, access: int = 0) -> tuple[int, int, int]:
     """iree_hal_buffer_params_canonicalize: zero fields take their defaults."""
-    return memory_type or _OPTIMAL, usage or _DEFAULT_USAGE, access or _ACCESS_ALL
+    return memory_type or MEMORY_OPTIMAL, usage or USAGE_DEFAULT, access or ACCESS_ALL
 
 
 @dataclass
@@ -45,7 +41,7 @@ def queue_compatibility(memory_type: int, usage: int) -> int:
     """The compatibility bits of query_compatibility alone (command buffers
     validate every recorded binding with it)."""
     compatibility = _BASE_COMPATIBILITY
-    if memory_type & _DEVICE_VISIBLE == _DEVICE_VISIBLE:
+    if memory_type & MEMORY_DEVICE_VISIBLE == MEMORY_DEVICE_VISIBLE:
         for uses, queue in _QUEUE_USES:
             if usage & uses:
                 compatibility |= queue
@@ -69,7 +65,7 @@ class HeapAllocator(RefObject):
         """(compatibility bits, memory type, usage) a buffer with these params gets."""
         return (queue_compatibility(memory_type, usage),
                 # Host memory is always mappable; OPTIMAL is only an allocation hint.
-                (memory_type | _HOST_VISIBLE) & ~_OPTIMAL, usage | _USAGE_ADDED)
+                (memory_type | MEMORY_HOST_VISIBLE) & ~MEMORY_OPTIMAL, usage | _USAGE_ADDED)
 
     def allocate_buffer(self, memory_type: int, usage: int, size: int, access: int = 0,
                         queue_affinity: int = -1, initial_data=None,
@@ -105,7 +101,7 @@ class HeapAllocator(RefObject):
         key = (memory_type, usage, access)
         memory_type, usage, access = canonical_params(memory_type, usage, access)
         compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
-        if not compatibility & _ALLOCATABLE:
+        if not compatibility & COMPATIBILITY_ALLOCATABLE:
             raise HalError("allocator cannot allocate a buffer with the given parameters",
                            StatusCode.INVALID_ARGUMENT)
         params = (memory_type, access, usage)
@@ -148,7 +144,7 @@ class HeapAllocator(RefObject):
         """(memory type, access, usage) of a buffer imported with these parameters."""
         memory_type, usage, access = canonical_params(memory_type, usage, access)
         compatibility, memory_type, usage = self.query_compatibility(memory_type, usage)
-        if not compatibility & _IMPORTABLE:
+        if not compatibility & COMPATIBILITY_IMPORTABLE:
             raise HalError("allocator cannot import a buffer with the given parameters",
                            StatusCode.INVALID_ARGUMENT)
         return memory_type, access, usage

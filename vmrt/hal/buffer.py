@@ -16,18 +16,13 @@ import threading
 from vmrt.errors import HalError, StatusCode
 from vmrt.memory import fill_pattern
 from vmrt.hal.types import (
-    WHOLE_BUFFER, BufferUsage, MemoryAccess, MemoryType, format_buffer_usage,
-    format_memory_access, format_memory_type,
+    ACCESS_ANY, ACCESS_DISCARD_WRITE, ACCESS_READ, ACCESS_WRITE, MEMORY_HOST_VISIBLE,
+    USAGE_MAPPING_PERSISTENT, WHOLE_BUFFER, format_buffer_usage, format_memory_access,
+    format_memory_type,
 )
 from vmrt.vm.ref import RefObject
 
-_ACCESS_ANY = int(MemoryAccess.ANY)
-_ACCESS_READ = int(MemoryAccess.READ)
-_ACCESS_WRITE = int(MemoryAccess.WRITE)
-_ACCESS_DISCARD_WRITE = int(MemoryAccess.DISCARD_WRITE)
-_ACCESS_READ_WRITE = int(MemoryAccess.READ | MemoryAccess.WRITE)
-_HOST_VISIBLE = int(MemoryType.HOST_VISIBLE)
-_USAGE_MAPPING_PERSISTENT = int(BufferUsage.MAPPING_PERSISTENT)
+_ACCESS_READ_WRITE = ACCESS_READ | ACCESS_WRITE
 
 #: Allocations at least this large are anonymous mappings (see zeroed_memory).
 MAPPED_ALLOCATION_BYTES = 32 << 20
@@ -162,7 +157,7 @@ def validate_memory_type(actual: int, expected: int) -> None:
 
 
 def validate_access(allowed: int, required: int) -> None:
-    if required & _ACCESS_ANY:
+    if required & ACCESS_ANY:
         return
     if not required & _ACCESS_READ_WRITE:
         raise HalError("memory access must specify one or more of _READ or _WRITE",
@@ -328,7 +323,7 @@ class Buffer(RefObject):
             elif not view.c_contiguous:
                 raise HalError("imported host memory must be contiguous",
                                StatusCode.INVALID_ARGUMENT)
-            if allowed_access & _ACCESS_WRITE and view.readonly:
+            if allowed_access & ACCESS_WRITE and view.readonly:
                 raise HalError("read-only host memory cannot be imported for writing",
                                StatusCode.PERMISSION_DENIED)
             buffers.append(cls(view, memory_type, allowed_access, allowed_usage,
@@ -364,14 +359,14 @@ class Buffer(RefObject):
         upstream's checks (access, and for persistent mappings memory type and
         usage). Read-only access still gets a writable view of host memory only
         when the storage itself is writable; callers honour `access`."""
-        if not access & _ACCESS_ANY and (not access & _ACCESS_READ_WRITE or
+        if not access & ACCESS_ANY and (not access & _ACCESS_READ_WRITE or
                                          self.allowed_access & access != access):
             validate_access(self.allowed_access, access)
         if mode & MAPPING_MODE_PERSISTENT and (
-                not self.memory_type & _HOST_VISIBLE or
-                not self.allowed_usage & _USAGE_MAPPING_PERSISTENT):
-            validate_memory_type(self.memory_type, _HOST_VISIBLE)
-            validate_usage(self.allowed_usage, _USAGE_MAPPING_PERSISTENT)
+                not self.memory_type & MEMORY_HOST_VISIBLE or
+                not self.allowed_usage & USAGE_MAPPING_PERSISTENT):
+            validate_memory_type(self.memory_type, MEMORY_HOST_VISIBLE)
+            validate_usage(self.allowed_usage, USAGE_MAPPING_PERSISTENT)
         root = self._root
         if root is None:
             root = self
@@ -415,10 +410,10 @@ class Buffer(RefObject):
             root = self
         if root.copy_on_write and root.storage.readonly:
             root._make_private()
-        if not self.memory_type & _HOST_VISIBLE or \
-                not self.allowed_usage & _USAGE_MAPPING_PERSISTENT:
-            validate_memory_type(self.memory_type, _HOST_VISIBLE)
-            validate_usage(self.allowed_usage, _USAGE_MAPPING_PERSISTENT)
+        if not self.memory_type & MEMORY_HOST_VISIBLE or \
+                not self.allowed_usage & USAGE_MAPPING_PERSISTENT:
+            validate_memory_type(self.memory_type, MEMORY_HOST_VISIBLE)
+            validate_usage(self.allowed_usage, USAGE_MAPPING_PERSISTENT)
         if root._decommitted:
             raise HalError("buffer has been deallocated (hal.device.queue.dealloca)",
                            StatusCode.FAILED_PRECONDITION)
@@ -454,21 +449,21 @@ class Buffer(RefObject):
         """iree_hal_buffer_map_read: a copy of bytes [offset, offset+length)."""
         if length == 0:
             return b""
-        return bytes(self.map_range(_ACCESS_READ, offset, length))
+        return bytes(self.map_range(ACCESS_READ, offset, length))
 
     def map_write(self, offset: int, data) -> None:
         """iree_hal_buffer_map_write: copies `data` (bytes-like) in at `offset`."""
         data = memoryview(data).cast("B")
         if len(data) == 0:
             return
-        self.map_range(_ACCESS_DISCARD_WRITE, offset, len(data))[:] = data
+        self.map_range(ACCESS_DISCARD_WRITE, offset, len(data))[:] = data
 
     def map_fill(self, offset: int, length: int, pattern: bytes) -> None:
         """iree_hal_buffer_map_fill with a 1, 2 or 4 byte pattern."""
         check_fill_pattern(len(pattern))
         if length == 0:
             return
-        target = self.map_range(_ACCESS_DISCARD_WRITE, offset, length)
+        target = self.map_range(ACCESS_DISCARD_WRITE, offset, length)
         fill_view(target, offset, pattern)
 
     # -- allocation lifetime (hal.buffer.allocation.*) ---------------------------------------------
@@ -530,7 +525,7 @@ def map_copy(source: Buffer, source_offset: int, target: Buffer, target_offset: 
     if buffers_overlap(source, source_offset, length, target, target_offset, length):
         raise HalError("source and target ranges must not overlap within the same buffer",
                        StatusCode.INVALID_ARGUMENT)
-    src = source.map_range(_ACCESS_READ, source_offset, length)
-    dst = target.map_range(_ACCESS_DISCARD_WRITE, target_offset, length)
+    src = source.map_range(ACCESS_READ, source_offset, length)
+    dst = target.map_range(ACCESS_DISCARD_WRITE, target_offset, length)
     count = min(len(src), len(dst))
     dst[:count] = src[:count]

@@ -8,11 +8,10 @@ from vmrt.elements import (
 )
 from vmrt.errors import HalError, StatusCode
 from vmrt.hal.buffer import Buffer
-from vmrt.hal.types import EncodingType
+from vmrt.hal.types import ENCODING_DENSE_ROW_MAJOR, EncodingType
 from vmrt.vm.ref import RefObject
 
 _DEVICE_SIZE_MAX = (1 << 64) - 1
-_DENSE_ROW_MAJOR = int(EncodingType.DENSE_ROW_MAJOR)
 
 
 def compute_view_size(shape, element_type: int,
@@ -71,7 +70,7 @@ class BufferView(RefObject):
         view.buffer = buffer
         view.shape = shape
         view.element_type = element_type
-        view.encoding_type = _DENSE_ROW_MAJOR
+        view.encoding_type = ENCODING_DENSE_ROW_MAJOR
         view.byte_length = byte_length
         return view
 

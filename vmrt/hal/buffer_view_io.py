@@ -24,7 +24,7 @@ from vmrt.elements import (
 )
 from vmrt.errors import HalError, StatusCode
 from vmrt.hal.buffer_view import BufferView, compute_view_size
-from vmrt.hal.types import BufferUsage, EncodingType, MemoryAccess, MemoryType
+from vmrt.hal.types import ACCESS_READ, BufferUsage, EncodingType, MemoryType
 from vmrt.memory import fill_pattern
 
 E = ElementType
@@ -165,7 +165,6 @@ def _underflow(have: int, need: int) -> HalError:
 
 # -- buffer views ----------------------------------------------------------------------------------
 #: Buffers made for host-provided inputs: device-local, mappable, default usage.
-_ACCESS_READ = int(MemoryAccess.READ)
 INPUT_MEMORY_TYPE = int(MemoryType.DEVICE_LOCAL)
 INPUT_USAGE = int(BufferUsage.DEFAULT | BufferUsage.MAPPING)
 
@@ -208,12 +207,12 @@ def parse_buffer_view(text: str, device_or_allocator) -> BufferView:
 
 def buffer_view_bytes(view: BufferView) -> memoryview:
     """The bytes of a dense buffer view (a view of its buffer, no copy)."""
-    return view.buffer.map_range(_ACCESS_READ, 0, view.byte_length)
+    return view.buffer.map_range(ACCESS_READ, 0, view.byte_length)
 
 
 def format_buffer_view(view: BufferView, max_element_count: int = 1024) -> str:
     """iree_hal_buffer_view_format: `2x3xf32=[1 2 3][4 5 6]`."""
-    data = view.buffer.map_range(int(MemoryAccess.READ), 0, -1)
+    data = view.buffer.map_range(ACCESS_READ, 0, -1)
     return (format_shape_and_type(view.shape, view.element_type) + "=" +
             format_elements(data, view.shape, view.element_type, max_element_count))
 
@@ -344,7 +343,7 @@ def buffer_view_to_numpy(view: BufferView):
     if dtype is None:
         dtype = _DTYPES[element_type] = dtype_for_element_type(element_type)
     # (every type with a dtype is whole bytes: the view's bytes are its elements)
-    data = view.buffer.map_range(_ACCESS_READ, 0, view.byte_length)
+    data = view.buffer.map_range(ACCESS_READ, 0, view.byte_length)
     return np.frombuffer(data, dtype).reshape(view.shape).copy()  # (dtype positional: cheaper)
 
 

@@ -21,26 +21,15 @@ from vmrt.hal.buffer import (
 )
 from vmrt.hal.executable import DispatchState, Executable
 from vmrt.hal.types import (
-    CUSTOM_ARGUMENTS, WHOLE_BUFFER, BufferCompatibility, BufferUsage, CommandBufferMode,
-    CommandCategory, MemoryAccess, MemoryType, format_buffer_usage, format_command_category,
+    ACCESS_ANY, ACCESS_READ, ACCESS_WRITE, CATEGORY_DISPATCH, CATEGORY_TRANSFER,
+    COMPATIBILITY_QUEUE_DISPATCH, COMPATIBILITY_QUEUE_TRANSFER, CUSTOM_ARGUMENTS,
+    MEMORY_DEVICE_VISIBLE, MODE_UNVALIDATED, USAGE_DISPATCH_INDIRECT_PARAMETERS,
+    USAGE_DISPATCH_STORAGE, USAGE_TRANSFER_SOURCE, USAGE_TRANSFER_TARGET, WHOLE_BUFFER,
+    format_buffer_usage, format_command_category,
 )
 from vmrt.vm.call_guard import current_guard
 from vmrt.vm.ref import RefObject
 
-_TRANSFER = int(CommandCategory.TRANSFER)
-_DISPATCH = int(CommandCategory.DISPATCH)
-_DEVICE_VISIBLE = int(MemoryType.DEVICE_VISIBLE)
-_QUEUE_TRANSFER = int(BufferCompatibility.QUEUE_TRANSFER)
-_QUEUE_DISPATCH = int(BufferCompatibility.QUEUE_DISPATCH)
-_ACCESS_ANY = int(MemoryAccess.ANY)
-_ACCESS_READ = int(MemoryAccess.READ)
-_ACCESS_WRITE = int(MemoryAccess.WRITE)
-_USAGE_TRANSFER_SOURCE = int(BufferUsage.TRANSFER_SOURCE)
-_USAGE_TRANSFER_TARGET = int(BufferUsage.TRANSFER_TARGET)
-_USAGE_DISPATCH_STORAGE = int(BufferUsage.DISPATCH_STORAGE)
-_USAGE_INDIRECT_PARAMETERS = int(BufferUsage.DISPATCH_INDIRECT_PARAMETERS)
-_CUSTOM_ARGUMENTS = int(CUSTOM_ARGUMENTS)
-_UNVALIDATED = int(CommandBufferMode.UNVALIDATED)
 _WORKGROUP_COUNT = struct.Struct("<3I")
 #: What one recorded command (or binding reference) is charged under limits, besides
 #: the bytes it copies: about its Python objects' size.
@@ -78,15 +67,16 @@ class BindingNeeds:
             self.admitted.add(properties)
 
 
-_ADVISE_NEEDS = BindingNeeds(0, 0, 0, _DEVICE_VISIBLE)
-_SOURCE_NEEDS = BindingNeeds(_QUEUE_TRANSFER, _USAGE_TRANSFER_SOURCE, _ACCESS_READ,
-                             _DEVICE_VISIBLE)
-_TARGET_NEEDS = BindingNeeds(_QUEUE_TRANSFER, _USAGE_TRANSFER_TARGET, _ACCESS_WRITE,
-                             _DEVICE_VISIBLE)
-_WORKGROUP_COUNT_NEEDS = BindingNeeds(_QUEUE_DISPATCH, _USAGE_INDIRECT_PARAMETERS, _ACCESS_READ,
-                                      _DEVICE_VISIBLE)
-_DISPATCH_BINDING_NEEDS = BindingNeeds(_QUEUE_DISPATCH, _USAGE_DISPATCH_STORAGE, _ACCESS_ANY,
-                                       _DEVICE_VISIBLE)
+_ADVISE_NEEDS = BindingNeeds(0, 0, 0, MEMORY_DEVICE_VISIBLE)
+_SOURCE_NEEDS = BindingNeeds(COMPATIBILITY_QUEUE_TRANSFER, USAGE_TRANSFER_SOURCE, ACCESS_READ,
+                             MEMORY_DEVICE_VISIBLE)
+_TARGET_NEEDS = BindingNeeds(COMPATIBILITY_QUEUE_TRANSFER, USAGE_TRANSFER_TARGET, ACCESS_WRITE,
+                             MEMORY_DEVICE_VISIBLE)
+_WORKGROUP_COUNT_NEEDS = BindingNeeds(COMPATIBILITY_QUEUE_DISPATCH,
+                                      USAGE_DISPATCH_INDIRECT_PARAMETERS, ACCESS_READ,
+                                      MEMORY_DEVICE_VISIBLE)
+_DISPATCH_BINDING_NEEDS = BindingNeeds(COMPATIBILITY_QUEUE_DISPATCH, USAGE_DISPATCH_STORAGE,
+                                       ACCESS_ANY, MEMORY_DEVICE_VISIBLE)
 
 
 class Requirements:
@@ -199,7 +189,7 @@ class FillCommand:
         _require(buffer, "fill target")
         if length == 0:
             return
-        fill_view(buffer.map_range(_ACCESS_WRITE, offset, length), offset, self.pattern)
+        fill_view(buffer.map_range(ACCESS_WRITE, offset, length), offset, self.pattern)
 
 
 class UpdateCommand:
@@ -212,7 +202,7 @@ class UpdateCommand:
     def run(self, table, runner) -> None:
         buffer, offset, length = resolve_ref(table, self.target)
         _require(buffer, "update target")
-        view = buffer.map_range(_ACCESS_WRITE, offset, length)
+        view = buffer.map_range(ACCESS_WRITE, offset, length)
         view[:] = self.data[:len(view)]
 
 
@@ -231,8 +221,8 @@ class CopyCommand:
         if buffers_overlap(src, src_offset, src_length, dst, dst_offset, dst_length):
             raise HalError("source and target ranges overlap within the same buffer",
                            StatusCode.INVALID_ARGUMENT)
-        source = src.map_range(_ACCESS_READ, src_offset, src_length)
-        target = dst.map_range(_ACCESS_WRITE, dst_offset, dst_length)
+        source = src.map_range(ACCESS_READ, src_offset, src_length)
+        target = dst.map_range(ACCESS_WRITE, dst_offset, dst_length)
         count = min(len(source), len(target))
         target[:count] = source[:count]
 
@@ -258,7 +248,7 @@ class DispatchCommand:
             return tuple(self.workgroup_count)
         buffer, offset, _ = resolve_ref(table, self.workgroup_count_ref)
         _require(buffer, "workgroup count buffer")
-        return _WORKGROUP_COUNT.unpack(buffer.map_range(_ACCESS_READ, offset, 12))
+        return _WORKGROUP_COUNT.unpack(buffer.map_range(ACCESS_READ, offset, 12))
 
     def binding_views(self, table) -> list[memoryview]:
         """The bytes of every binding, mapped for the dispatch."""
@@ -315,7 +305,7 @@ class CommandBuffer(RefObject):
         self._began = False
         self._ended = False
         self._debug_depth = 0
-        self._validate = not mode & _UNVALIDATED
+        self._validate = not mode & MODE_UNVALIDATED
         self._open = False  # between begin() and end(): the fast path of recording checks
         self._regions = None
         self._plans: dict = {}
@@ -401,13 +391,13 @@ class CommandBuffer(RefObject):
         self.commands.append(_BARRIER)
 
     def advise_buffer(self, ref, flags: int = 0, arg0: int = 0, arg1: int = 0) -> None:
-        self._check_recording(_TRANSFER)
+        self._check_recording(CATEGORY_TRANSFER)
         if self._validate:
             self._require(ref, _ADVISE_NEEDS)
 
     def fill_buffer(self, target, pattern: bytes, flags: int = 0) -> None:
-        if not (self._open and self.categories & _TRANSFER):
-            self._check_recording(_TRANSFER)
+        if not (self._open and self.categories & CATEGORY_TRANSFER):
+            self._check_recording(CATEGORY_TRANSFER)
         size = len(pattern)
         if size not in (1, 2, 4):
             raise HalError("fill value length is not one of the supported values "
@@ -424,8 +414,8 @@ class CommandBuffer(RefObject):
         self.commands.append(FillCommand(target, bytes(pattern)))
 
     def update_buffer(self, data, target, flags: int = 0) -> None:
-        if not (self._open and self.categories & _TRANSFER):
-            self._check_recording(_TRANSFER)
+        if not (self._open and self.categories & CATEGORY_TRANSFER):
+            self._check_recording(CATEGORY_TRANSFER)
         if self._validate:
             self._require(target, _TARGET_NEEDS)
         # The source is copied now: the caller's memory may change after recording.
@@ -434,8 +424,8 @@ class CommandBuffer(RefObject):
         self.commands.append(UpdateCommand(bytes(data), target))
 
     def copy_buffer(self, source, target, flags: int = 0) -> None:
-        if not (self._open and self.categories & _TRANSFER):
-            self._check_recording(_TRANSFER)
+        if not (self._open and self.categories & CATEGORY_TRANSFER):
+            self._check_recording(CATEGORY_TRANSFER)
         if source[3] != target[3]:
             raise HalError("copy spans between source and target must match (source_length="
                            f"{source[3]}, target_length={target[3]})",
@@ -473,9 +463,9 @@ class CommandBuffer(RefObject):
                  workgroup_count_ref=None) -> None:
         """Records a dispatch of `executable`'s function. `workgroup_count` is
         (x, y, z), or `workgroup_count_ref` names a buffer holding three u32s."""
-        if not (self._open and self.categories & _DISPATCH):
-            self._check_recording(_DISPATCH)
-        if flags & _CUSTOM_ARGUMENTS:
+        if not (self._open and self.categories & CATEGORY_DISPATCH):
+            self._check_recording(CATEGORY_DISPATCH)
+        if flags & CUSTOM_ARGUMENTS:
             raise HalError("direct/indirect arguments are not supported on the local command "
                            "buffers", StatusCode.UNIMPLEMENTED)
         if len(constants) % 4:
@@ -514,7 +504,7 @@ class CommandBuffer(RefObject):
             workgroup_count_ref, bytes(constants), list(bindings), flags))
 
     def collective(self, *args) -> None:
-        self._check_recording(_DISPATCH)
+        self._check_recording(CATEGORY_DISPATCH)
         raise HalError("collectives not yet implemented on CPU", StatusCode.UNIMPLEMENTED)
 
     # -- execution --------------------------------------------------------------------------------

@@ -26,12 +26,9 @@ from vmrt.hal.executable import DispatchState, Executable, ExecutableLoader
 from vmrt.hal.file import MemoryFile
 from vmrt.hal.semaphore import Fence, Semaphore
 from vmrt.hal.tracing import TracedExecutable, traced_queue_operation
-from vmrt.hal.types import WHOLE_BUFFER, MemoryAccess
+from vmrt.hal.types import ACCESS_READ, ACCESS_WRITE, WHOLE_BUFFER
 from vmrt.vm.call_guard import carry_guard
 from vmrt.vm.ref import RefObject
-
-_ACCESS_WRITE = int(MemoryAccess.WRITE)
-_ACCESS_READ = int(MemoryAccess.READ)
 
 
 #: Kinds of the steps of a command buffer's plan (Device._plan).
@@ -151,7 +148,7 @@ class Device(RefObject):
         check_fill_pattern(len(pattern))
 
         def fill():
-            view = target.map_range(_ACCESS_WRITE, offset, length)
+            view = target.map_range(ACCESS_WRITE, offset, length)
             if len(view):
                 fill_view(view, offset, pattern)
         self._submit(wait, signal, fill)
@@ -161,7 +158,7 @@ class Device(RefObject):
         source = bytes(data[:length]) if length != WHOLE_BUFFER else bytes(data)
 
         def update():
-            view = target.map_range(_ACCESS_WRITE, offset, len(source))
+            view = target.map_range(ACCESS_WRITE, offset, len(source))
             view[:] = source
         self._submit(wait, signal, update)
 
@@ -174,7 +171,7 @@ class Device(RefObject):
                    source_offset: int, target: Buffer, target_offset: int, length: int,
                    flags: int = 0) -> None:
         def read():
-            view = target.map_range(_ACCESS_WRITE, target_offset, length)
+            view = target.map_range(ACCESS_WRITE, target_offset, length)
             view[:] = source.read(source_offset, len(view))
         self._submit(wait, signal, read)
 
@@ -182,7 +179,7 @@ class Device(RefObject):
                     target: MemoryFile, target_offset: int, length: int,
                     flags: int = 0) -> None:
         def write():
-            target.write(target_offset, source.map_range(_ACCESS_READ, source_offset, length))
+            target.write(target_offset, source.map_range(ACCESS_READ, source_offset, length))
         self._submit(wait, signal, write)
 
     def queue_barrier(self, queue_affinity: int, wait, signal, flags: int = 0) -> None:

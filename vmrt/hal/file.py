@@ -4,7 +4,7 @@ wraps host memory; runtime/src/iree/hal/file.h)."""
 from __future__ import annotations
 
 from vmrt.errors import HalError, StatusCode
-from vmrt.hal.types import MemoryAccess
+from vmrt.hal.types import ACCESS_READ, ACCESS_WRITE
 from vmrt.vm.ref import RefObject
 
 
@@ -13,7 +13,7 @@ class MemoryFile(RefObject):
 
     __slots__ = ("memory", "access")
 
-    def __init__(self, memory, access: int = int(MemoryAccess.READ)):
+    def __init__(self, memory, access: int = ACCESS_READ):
         view = memoryview(memory)
         if view.ndim != 1 or view.format != "B":
             view = view.cast("B")
@@ -34,12 +34,12 @@ class MemoryFile(RefObject):
         return slice(offset, offset + length)
 
     def read(self, offset: int, length: int) -> memoryview:
-        if not self.access & int(MemoryAccess.READ):
+        if not self.access & ACCESS_READ:
             raise HalError("file is not readable", StatusCode.PERMISSION_DENIED)
         return self.memory[self._range(offset, length)]
 
     def write(self, offset: int, data) -> None:
-        if not self.access & int(MemoryAccess.WRITE) or self.memory.readonly:
+        if not self.access & ACCESS_WRITE or self.memory.readonly:
             raise HalError("file is not writable", StatusCode.PERMISSION_DENIED)
         data = memoryview(data).cast("B")
         self.memory[self._range(offset, len(data))] = data

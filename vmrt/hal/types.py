@@ -110,13 +110,40 @@ class DispatchFlags(enum.IntFlag):
     BORROW_RESOURCE_LIFETIMES = 1 << 6
 
 
-CUSTOM_ARGUMENTS = DispatchFlags.CUSTOM_DIRECT_ARGUMENTS | \
-    DispatchFlags.STATIC_INDIRECT_ARGUMENTS | DispatchFlags.DYNAMIC_INDIRECT_ARGUMENTS
-
-
 class EncodingType(enum.IntEnum):
     OPAQUE = 0
     DENSE_ROW_MAJOR = 1
+
+
+# -- plain ints -----------------------------------------------------------------------------------
+# The flags that hot paths test, as plain ints: an IntFlag's & and | run Python code.
+MEMORY_OPTIMAL = int(MemoryType.OPTIMAL)
+MEMORY_HOST_VISIBLE = int(MemoryType.HOST_VISIBLE)
+MEMORY_DEVICE_VISIBLE = int(MemoryType.DEVICE_VISIBLE)
+ACCESS_READ = int(MemoryAccess.READ)
+ACCESS_WRITE = int(MemoryAccess.WRITE)
+ACCESS_DISCARD_WRITE = int(MemoryAccess.DISCARD_WRITE)
+ACCESS_ANY = int(MemoryAccess.ANY)
+ACCESS_ALL = int(MemoryAccess.ALL)
+USAGE_DEFAULT = int(BufferUsage.DEFAULT)
+USAGE_TRANSFER_SOURCE = int(BufferUsage.TRANSFER_SOURCE)
+USAGE_TRANSFER_TARGET = int(BufferUsage.TRANSFER_TARGET)
+USAGE_DISPATCH_STORAGE = int(BufferUsage.DISPATCH_STORAGE)
+USAGE_DISPATCH_INDIRECT_PARAMETERS = int(BufferUsage.DISPATCH_INDIRECT_PARAMETERS)
+USAGE_SHARING_IMMUTABLE = int(BufferUsage.SHARING_IMMUTABLE)
+USAGE_MAPPING_PERSISTENT = int(BufferUsage.MAPPING_PERSISTENT)
+COMPATIBILITY_ALLOCATABLE = int(BufferCompatibility.ALLOCATABLE)
+COMPATIBILITY_IMPORTABLE = int(BufferCompatibility.IMPORTABLE)
+COMPATIBILITY_QUEUE_TRANSFER = int(BufferCompatibility.QUEUE_TRANSFER)
+COMPATIBILITY_QUEUE_DISPATCH = int(BufferCompatibility.QUEUE_DISPATCH)
+CATEGORY_TRANSFER = int(CommandCategory.TRANSFER)
+CATEGORY_DISPATCH = int(CommandCategory.DISPATCH)
+MODE_UNVALIDATED = int(CommandBufferMode.UNVALIDATED)
+#: The dispatch flags that pass custom arguments.
+CUSTOM_ARGUMENTS = int(DispatchFlags.CUSTOM_DIRECT_ARGUMENTS |
+                       DispatchFlags.STATIC_INDIRECT_ARGUMENTS |
+                       DispatchFlags.DYNAMIC_INDIRECT_ARGUMENTS)
+ENCODING_DENSE_ROW_MAJOR = int(EncodingType.DENSE_ROW_MAJOR)
 
 
 # -- names ----------------------------------------------------------------------------------------

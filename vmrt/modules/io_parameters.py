@@ -18,7 +18,9 @@ from vmrt.errors import StatusCode, VmrtError
 from vmrt.hal.buffer import Buffer
 from vmrt.hal.device import Device, as_error
 from vmrt.hal.semaphore import Fence
-from vmrt.hal.types import WHOLE_BUFFER, BufferCompatibility, BufferUsage, MemoryAccess
+from vmrt.hal.types import (
+    ACCESS_READ, ACCESS_WRITE, COMPATIBILITY_IMPORTABLE, USAGE_SHARING_IMMUTABLE, WHOLE_BUFFER,
+)
 from vmrt.io import ParameterScopes, ProviderSet, ProviderSignal
 from vmrt.io.provider import ParameterProvider, SpanColumns
 from vmrt.io.transfer import MAX_CONCURRENCY, TransferPlan, host_memory
@@ -32,11 +34,6 @@ from vmrt.vm.list import VMList
 KEY_ENTRY_BYTES = 8
 #: sizeof(iree_io_parameters_span_entry_t): u64 parameter_offset, buffer_offset, length.
 SPAN_ENTRY_BYTES = 24
-
-_READ = int(MemoryAccess.READ)
-_WRITE = int(MemoryAccess.WRITE)
-_IMMUTABLE = int(BufferUsage.SHARING_IMMUTABLE)
-_IMPORTABLE = int(BufferCompatibility.IMPORTABLE)
 
 
 def as_provider_set(providers) -> ProviderSet:
@@ -160,17 +157,17 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
             usage = target_buffer_usage & 0xFFFFFFFF
             allocator = device.allocator
             # Parameter bytes can back the buffer in place only when nobody will write it.
-            lend = bool(usage & _IMMUTABLE) and bool(
-                allocator.query_compatibility(memory_types, usage)[0] & _IMPORTABLE)
+            lend = bool(usage & USAGE_SHARING_IMMUTABLE) and bool(
+                allocator.query_compatibility(memory_types, usage)[0] & COMPATIBILITY_IMPORTABLE)
             lent, plan = self.providers.plan_load(scope, spans, views=lend)
             # The lent views are the load's own (ParameterProvider.plan_load): the buffers
             # keep them. Importing checks the parameters: only done for a view to import.
             views = [view for view in lent if view is not None]
             if views and len(views) == len(lent):  # all lent (hundreds alike): in one call
-                buffers = allocator.import_views(views, memory_types, usage, _READ,
+                buffers = allocator.import_views(views, memory_types, usage, ACCESS_READ,
                                                  target_queue_affinity)
             else:  # imports and new buffers (the plan fills them), in span order
-                import_view = allocator.importer(memory_types, usage, _READ,
+                import_view = allocator.importer(memory_types, usage, ACCESS_READ,
                                                  target_queue_affinity,
                                                  views_handed_over=True) if views else None
 
@@ -182,7 +179,7 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
             targets = [None if view is not None else buffer
                        for view, buffer in zip(lent, buffers)]
             self._schedule(meter, device, queue_affinity, fence_or_none(wait_fence), signal, plan,
-                           lambda: [None if b is None else b.map_range(_WRITE)
+                           lambda: [None if b is None else b.map_range(ACCESS_WRITE)
                                     for b in targets])
             return VMList.from_values(buffers, "!hal.buffer")
         except Exception as exc:
@@ -191,12 +188,12 @@ class IoParametersModule(NativeModule, name="io_parameters", version=0):
     def gather(self, device, queue_affinity, wait_fence, signal_fence, source_scope,
                target_buffer, key_table, key_data, spans, meter=None):
         self._move_spans(meter, device, queue_affinity, wait_fence, signal_fence, source_scope,
-                         target_buffer, key_table, key_data, spans, "plan_gather", _WRITE)
+                         target_buffer, key_table, key_data, spans, "plan_gather", ACCESS_WRITE)
 
     def scatter(self, device, queue_affinity, wait_fence, signal_fence, source_buffer,
                 target_scope, key_table, key_data, spans, meter=None):
         self._move_spans(meter, device, queue_affinity, wait_fence, signal_fence, target_scope,
-                         source_buffer, key_table, key_data, spans, "plan_scatter", _READ)
+                         source_buffer, key_table, key_data, spans, "plan_scatter", ACCESS_READ)
 
     def _move_spans(self, meter, device, queue_affinity, wait_fence, signal_fence, scope,
                     buffer, key_table, key_data, spans, plan_name: str, buffer_access: int):
