@@ -30,6 +30,8 @@ CASES = [
     ("numeric", "chained", (0, 5, 7)),
     ("numeric", "mixed", (3, 0.25, True)),
     ("numeric", "mixed", (-7, 1.5, False)),
+    ("numeric", "truthiness", (0, 2.5)),
+    ("numeric", "truthiness", (-3, 0.0)),
     ("recursion", "fib", (20,)),
     ("recursion", "ackermann", (2, 3)),
     ("recursion", "is_even", (31,)),

@@ -151,8 +151,8 @@ class CallCompiler(ExpressionCompiler):
     def builtin_bool(self, node: ast.Call, dest):
         if len(node.args) != 1:
             raise self.fail(node, "bool() takes one argument here")
-        return self.bool_value(ast.copy_location(
-            ast.UnaryOp(ast.Not(), ast.UnaryOp(ast.Not(), node.args[0])), node), dest)
+        negated = ast.copy_location(ast.UnaryOp(ast.Not(), node.args[0]), node)
+        return self.bool_value(ast.copy_location(ast.UnaryOp(ast.Not(), negated), node), dest)
 
     def builtin_abs(self, node: ast.Call, dest):
         value = self.one_argument(node, "abs")

@@ -98,3 +98,7 @@ def mixed(a: int, b: float, flag: bool) -> tuple[float, int, float]:
     y = a + flag
     z = a / 4 + (b if flag else -b)
     return x, y, z
+
+
+def truthiness(a: int, b: float) -> tuple[bool, bool, int]:
+    return bool(a), bool(b), int(bool(a)) + 2 * int(bool(b))
