@@ -25,8 +25,7 @@ from vmrt.isa.decoder import decode_function
 from vmrt.vm.cconv import signature_of
 from vmrt.vm.error_kinds import ErrorKind, vm_error
 from vmrt.vm import code_cache, codegen, generated_abi, numerics
-from vmrt.vm.ctier import selected_tier
-from vmrt.vm.ctier.analysis import may_compile
+from vmrt.vm.ctier import analysis as ctier_analysis, selected_tier
 from vmrt.vm.buffer import (
     VMBuffer, buffer_alloc, buffer_clone, buffer_compare, buffer_copy, metered_buffer_alloc,
     metered_buffer_clone,
@@ -490,7 +489,7 @@ class BytecodeModuleInstance(ModuleInstance):
         if self.context.codegen_options.instrumented or self.tier == "python" or \
                 self._bound_by_init is not None:
             return None
-        if not may_compile(self.module, ordinal) or (
+        if not ctier_analysis.may_compile(self.module, ordinal) or (
                 self.tier == "auto" and self._small(ordinal)):
             return None
         from vmrt.vm.ctier.runtime import CModule  # (the build machinery: only when needed)
