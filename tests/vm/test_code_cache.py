@@ -166,23 +166,17 @@ def test_file_of_another_key_is_not_trusted(cache_dir):
 def test_decode_entry_checks_the_shape():
     key = b"k" * 32
     code = compile("x = 1", "<test>", "exec")
-    good = code_cache.encode_entry(
-        key, code_cache.CompiledFunction(code, [None, 0], "x = 1\n").entry())
+    good = code_cache.encode_entry(key, tuple(code_cache.CompiledFunction(code, [None, 0], "x")))
     assert code_cache.decode_entry(good, key) is not None
     assert code_cache.decode_entry(good, b"o" * 32) is None
-    assert code_cache.decode_entry(code_cache.encode_entry(key, ("not", "code", 1)), key) is None
-    assert code_cache.decode_entry(
-        code_cache.encode_entry(key, (code, [None, 0], "x = 1\n")), key) is None  # (format 2)
+    assert code_cache.decode_entry(code_cache.encode_entry(key, ("not", "code")), key) is None
 
 
-def test_compiled_function_from_an_entry_gives_its_map_and_source():
+def test_compiled_function_round_trips_through_an_entry():
     code = compile("x = 1", "<test>", "exec")
     fresh = code_cache.CompiledFunction(code, [None, 0], "x = 1\n")
-    entry = code_cache.decode_entry(code_cache.encode_entry(b"k" * 32, fresh.entry()), b"k" * 32)
-    cached = code_cache.CompiledFunction.from_entry(entry)
-    assert cached.code is entry[0]
-    assert (cached.line_pcs, cached.source) == ([None, 0], "x = 1\n")
-    assert tuple(cached) == (entry[0], [None, 0], "x = 1\n")
+    entry = code_cache.decode_entry(code_cache.encode_entry(b"k" * 32, tuple(fresh)), b"k" * 32)
+    assert code_cache.CompiledFunction._make(entry) == fresh
 
 
 # -- off switch and unusable directories -------------------------------------------------------
@@ -366,8 +360,7 @@ def test_content_digest_tells_modules_apart():
 
 # -- the size bound ----------------------------------------------------------------------------
 def _entry(tag: int):
-    return code_cache.CompiledFunction(compile(f"x = {tag}", f"<entry {tag}>", "exec"), [None],
-                                       f"x = {tag}\n").entry()
+    return (compile(f"x = {tag}", f"<entry {tag}>", "exec"), [None], f"x = {tag}\n")
 
 
 def test_size_bound_evicts_least_recently_used(cache_dir):

@@ -38,11 +38,12 @@ import time
 import types
 import zlib
 from importlib.util import MAGIC_NUMBER
+from typing import NamedTuple
 
 from vmrt.environment import switched_on
 
 #: The layout of cache files; part of every key.
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 FILE_MAGIC = b"VMRTCODE"
 #: File header: magic, key digest, payload length, payload CRC-32.
 HEADER = struct.Struct("<8s32sQI")
@@ -83,46 +84,13 @@ _CACHES: dict[tuple[str, int], "CodeCache"] = {}
 _build_id: bytes | None = None
 
 
-def is_code_entry(entry) -> bool:
-    """Whether a payload is what vmrt.vm.module stores: CompiledFunction.entry()."""
-    return (type(entry) is tuple and len(entry) == 2 and type(entry[0]) is types.CodeType
-            and type(entry[1]) is bytes)
+class CompiledFunction(NamedTuple):
+    """A function variant's code object, line -> bytecode offset map and source; its
+    cache entry is the plain tuple of the three."""
 
-
-class CompiledFunction:
-    """A function variant's code object, line -> bytecode offset map and source.
-
-    Unpacks as (code, line_pcs, source). In a cache entry the map and the source are
-    marshalled and compressed apart from the code (entry()) and decoded when first
-    asked for: only errors (VM stacks) and tools read them."""
-
-    __slots__ = ("code", "_debug", "_decoded")
-
-    def __init__(self, code: types.CodeType, line_pcs: list | None = None,
-                 source: str | None = None, *, debug: bytes | None = None):
-        self.code = code
-        self._debug = debug  # (line_pcs, source) marshalled and compressed
-        self._decoded = (line_pcs, source) if debug is None else None
-
-    @classmethod
-    def from_entry(cls, entry: tuple) -> "CompiledFunction":
-        code, debug = entry
-        return cls(code, debug=debug)
-
-    def entry(self) -> tuple:
-        """The payload of its cache entry (is_code_entry)."""
-        return self.code, zlib.compress(marshal.dumps(self._debug_info()), 1)
-
-    def _debug_info(self) -> tuple:
-        if self._decoded is None:
-            self._decoded = marshal.loads(zlib.decompress(self._debug))
-        return self._decoded
-
-    line_pcs = property(lambda self: self._debug_info()[0])
-    source = property(lambda self: self._debug_info()[1])
-
-    def __iter__(self):
-        return iter((self.code, *self._debug_info()))
+    code: types.CodeType
+    line_pcs: list
+    source: str
 
 
 class EntryKind:
@@ -135,7 +103,7 @@ class EntryKind:
         self.stats = stats
 
 
-CODE = EntryKind(SUFFIX, is_code_entry)
+CODE = EntryKind(SUFFIX, lambda entry: type(entry) is tuple and len(entry) == 3)
 
 
 def default_cache() -> "CodeCache | None":
@@ -264,7 +232,7 @@ class CodeCache:
 
     # -- reading ---------------------------------------------------------------------
     def load(self, key: bytes, kind: EntryKind = CODE):
-        """The entry of `kind` stored under `key` (code: CompiledFunction.entry()), or None."""
+        """The entry of `kind` stored under `key` (code: tuple(CompiledFunction)), or None."""
         stats = kind.stats or STATS
         path = self.entry_path(key, kind)
         data, mtime = self.read_private(path, stats)
@@ -388,7 +356,7 @@ def encode_entry(key: bytes, entry) -> bytes:
     return HEADER.pack(FILE_MAGIC, key, len(payload), zlib.crc32(payload)) + payload
 
 
-def decode_entry(data: bytes, key: bytes, is_entry=is_code_entry):
+def decode_entry(data: bytes, key: bytes, is_entry=CODE.is_entry):
     """The entry in a file's bytes, or None when they are not a whole, intact entry
     of `key` (short, torn, foreign, or of another shape than `is_entry` wants)."""
     if len(data) < HEADER.size:

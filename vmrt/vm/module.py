@@ -269,9 +269,9 @@ class BytecodeModule(Module):
         key = code_cache.entry_key(self.content_digest, ordinal, options)
         entry = cache.load(key)
         if entry is not None:
-            return code_cache.CompiledFunction.from_entry(entry)
+            return code_cache.CompiledFunction._make(entry)
         compiled = self._compile(ordinal, options)
-        cache.store(key, compiled.entry())
+        cache.store(key, tuple(compiled))
         return compiled
 
     @functools.cached_property
