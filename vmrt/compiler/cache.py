@@ -42,16 +42,12 @@ RECORD_VERSION = 1
 #: total over it deletes the least recently used builds (a hit refreshes its mtime).
 DEFAULT_MAX_BYTES = 4 << 30
 RECORD_SUFFIX = ".vcr"
-BUILD_SUFFIXES = (".vmfb", ".irpa", RECORD_SUFFIX, ".vca")
+#: A source file's alias: its key by identity and change times -> its content digest.
+ALIAS_SUFFIX = ".vca"
+BUILD_SUFFIXES = (".vmfb", ".irpa", RECORD_SUFFIX, ALIAS_SUFFIX)
 MAX_RECORD_BYTES = 1 << 20
 STATS = code_cache.CacheStats()
-RECORD = code_cache.EntryKind(RECORD_SUFFIX, lambda entry: (
-    type(entry) is dict and type(entry.get("vmfb")) is str
-    and type(entry.get("vmfb_size")) is int), STATS)
-#: A source file's alias: its key by identity and change times -> its content digest.
 ALIAS_STATS = code_cache.CacheStats()  # (apart: STATS counts builds found)
-ALIAS = code_cache.EntryKind(".vca", lambda entry: type(entry) is bytes and len(entry) == 32,
-                             ALIAS_STATS)
 #: A file last changed at least this long ago (seconds) has its alias recorded: longer
 #: than the coarsest clock of common file systems (FAT's 2 s), so that a file changed
 #: again within its clock's tick is not taken for the one hashed.
@@ -75,7 +71,7 @@ class CompileCache:
         self.folder = folder
 
     def lookup(self, key: bytes) -> Optional[CachedBuild]:
-        record = self.folder.load(key, RECORD)
+        record = self.folder.load(key, RECORD_SUFFIX, STATS)
         if record is None:
             return None
         vmfb = os.path.join(self.folder.path, record["vmfb"])
@@ -108,7 +104,7 @@ class CompileCache:
             except OSError:
                 return None
             record.update(irpa=f"{name}.irpa", irpa_size=os.path.getsize(irpa_path))
-        self.folder.store(key, record, RECORD)
+        self.folder.store(key, record, RECORD_SUFFIX, STATS)
         self.evict(_max_bytes())
         return CachedBuild(vmfb_path, irpa_path, record)
 
@@ -196,11 +192,11 @@ def source_key(cache: Optional[CompileCache], path: Optional[Path], content_of,
     digest = None
     alias = _file_alias(path) if path is not None else None
     if cache is not None and alias is not None:
-        digest = cache.folder.load(alias[0], ALIAS)
+        digest = cache.folder.load(alias[0], ALIAS_SUFFIX, ALIAS_STATS)
     if digest is None:
         digest = content_digest(content_of())
         if cache is not None and alias is not None and _settled(alias[1]):
-            cache.folder.store(alias[0], digest, ALIAS)
+            cache.folder.store(alias[0], digest, ALIAS_SUFFIX, ALIAS_STATS)
     parts = ("compiled", RECORD_VERSION, _package_fingerprint(), compiler_identity(),
              host_cpu_features(), options, digest)
     return hashlib.blake2b(repr(parts).encode(), digest_size=32).digest()

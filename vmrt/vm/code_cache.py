@@ -93,19 +93,6 @@ class CompiledFunction(NamedTuple):
     source: str
 
 
-class EntryKind:
-    """A kind of entry: its file suffix, the test a payload's shape must pass and
-    the stats it counts in (None: STATS, the code entries' own)."""
-
-    def __init__(self, suffix: str, is_entry, stats: CacheStats | None = None):
-        self.suffix = suffix
-        self.is_entry = is_entry
-        self.stats = stats
-
-
-CODE = EntryKind(SUFFIX, lambda entry: type(entry) is tuple and len(entry) == 3)
-
-
 def default_cache() -> "CodeCache | None":
     """The cache the environment asks for, or None when it is off or unusable."""
     if not switched_on("VMRT_CACHE"):
@@ -227,16 +214,17 @@ class CodeCache:
             return False
         return stat.S_ISDIR(st.st_mode) and is_private(st)
 
-    def entry_path(self, key: bytes, kind: EntryKind = CODE) -> str:
-        return os.path.join(self.path, key.hex() + kind.suffix)
+    def entry_path(self, key: bytes, suffix: str = SUFFIX) -> str:
+        return os.path.join(self.path, key.hex() + suffix)
 
     # -- reading ---------------------------------------------------------------------
-    def load(self, key: bytes, kind: EntryKind = CODE):
-        """The entry of `kind` stored under `key` (code: tuple(CompiledFunction)), or None."""
-        stats = kind.stats or STATS
-        path = self.entry_path(key, kind)
+    def load(self, key: bytes, suffix: str = SUFFIX, stats: CacheStats | None = None):
+        """The entry stored under `key` in a file of `suffix`, or None; counted in
+        `stats` (default STATS, the code entries')."""
+        stats = stats or STATS
+        path = self.entry_path(key, suffix)
         data, mtime = self.read_private(path, stats)
-        entry = decode_entry(data, key, kind.is_entry) if data is not None else None
+        entry = decode_entry(data, key) if data is not None else None
         if entry is None:
             stats.misses += 1
             if data is not None:
@@ -267,18 +255,13 @@ class CodeCache:
             return None, 0.0
 
     # -- writing ---------------------------------------------------------------------
-    def store(self, key: bytes, entry, kind: EntryKind = CODE) -> None:
-        """Writes an entry (atomically replacing any file of that key); gives up
-        quietly, for the rest of the process, when the directory cannot be written."""
-        if not self.writable:
-            return
+    def store(self, key: bytes, entry, suffix: str = SUFFIX,
+              stats: CacheStats | None = None) -> None:
+        """Writes an entry (see write_private), counted in `stats` (default STATS)."""
         data = encode_entry(key, entry)
-        if len(data) > self.max_bytes:
-            return
-        if not self.write_private(self.entry_path(key, kind), data):
-            return
-        (kind.stats or STATS).stores += 1
-        self._account(len(data))
+        if len(data) <= self.max_bytes and self.write_private(self.entry_path(key, suffix), data):
+            (stats or STATS).stores += 1
+            self._account(len(data))
 
     def write_private(self, path: str, data: bytes) -> bool:
         """Writes `data` as `path` (mode 0o600), atomically replacing any file there: to a
@@ -356,9 +339,9 @@ def encode_entry(key: bytes, entry) -> bytes:
     return HEADER.pack(FILE_MAGIC, key, len(payload), zlib.crc32(payload)) + payload
 
 
-def decode_entry(data: bytes, key: bytes, is_entry=CODE.is_entry):
+def decode_entry(data: bytes, key: bytes):
     """The entry in a file's bytes, or None when they are not a whole, intact entry
-    of `key` (short, torn, foreign, or of another shape than `is_entry` wants)."""
+    of `key` (short, torn or foreign)."""
     if len(data) < HEADER.size:
         return None
     magic, stored_key, length, payload_crc = HEADER.unpack_from(data)
@@ -367,7 +350,6 @@ def decode_entry(data: bytes, key: bytes, is_entry=CODE.is_entry):
             or zlib.crc32(payload) != payload_crc:
         return None
     try:
-        entry = marshal.loads(payload)
+        return marshal.loads(payload)
     except (EOFError, ValueError, TypeError):
         return None
-    return entry if is_entry(entry) else None

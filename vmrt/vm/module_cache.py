@@ -31,11 +31,8 @@ from vmrt.vm.verifier import VerifiedFunction, verify_module
 MAX_HASHED_BYTES = 16 << 20
 #: The layout of the entries below (part of their key).
 ENTRY_VERSION = 3
+#: What the cache did with module entries (each: the verified functions' fields, the summary).
 STATS = code_cache.CacheStats()
-#: An entry: (the verified functions' fields, the summary).
-MODULE = code_cache.EntryKind(code_cache.MODULE_SUFFIX, lambda entry: (
-    type(entry) is tuple and len(entry) == 2 and type(entry[0]) is list
-    and type(entry[1]) is tuple and len(entry[1]) == len(ModuleSummary._fields)), STATS)
 
 
 class VerifiedModule:
@@ -83,7 +80,7 @@ def read_verified(source) -> VerifiedModule:
     buf = open_module_buffer(source)
     cache = code_cache.default_cache()
     key = module_key(buf) if cache is not None else None
-    entry = cache.load(key, MODULE) if key is not None else None
+    entry = cache.load(key, code_cache.MODULE_SUFFIX, STATS) if key is not None else None
     if entry is not None:
         functions, summary = entry
         return VerifiedModule(buf, key, [VerifiedFunction(*function) for function in functions],
@@ -92,7 +89,8 @@ def read_verified(source) -> VerifiedModule:
     verified = verify_module(definition)
     summary = summarize(definition, verified)
     if key is not None:
-        cache.store(key, ([_fields(function) for function in verified], tuple(summary)), MODULE)
+        entry = ([_fields(function) for function in verified], tuple(summary))
+        cache.store(key, entry, code_cache.MODULE_SUFFIX, STATS)
     return VerifiedModule(buf, key, verified, summary, definition)
 
 

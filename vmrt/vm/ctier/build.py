@@ -22,7 +22,7 @@ file; the copy is what the process loads. When the cache is off (VMRT_CACHE=0),
 `ctier/` is not the user's alone, or it cannot be written (read-only, full disk),
 the process loads its private build.
 
-A failed build is remembered in `ctier/` for a day (a FAILED entry keyed by the
+A failed build is remembered in `ctier/` for a day (a .vmf entry keyed by the
 build's name: its key and toolchain), and later processes do not run the compiler
 for it again: auto runs the Python tier and says nothing (the failing process said
 so, naming the entry's file); VMRT_TIER=c fails with the remembered message. It is
@@ -94,8 +94,7 @@ BUILD_ENVIRONMENT = ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED", "CPATH",
 STATS = code_cache.CacheStats()
 #: A failed build's message and time (time.time()), remembered in `ctier/` under its
 #: name (see above) for RETRY_SECONDS: a failure can pass (a full disk, a timeout).
-FAILED = code_cache.EntryKind(".vmf", lambda entry: type(entry) is tuple and len(entry) == 2
-                              and type(entry[0]) is str and type(entry[1]) is float, STATS)
+FAILED_SUFFIX = ".vmf"
 RETRY_SECONDS = 24 * 3600
 #: The bound on a build's size read from the cache (its files are not counted in the
 #: cache's bound, VMRT_CACHE_MAX_BYTES, which would otherwise refuse large ones).
@@ -297,7 +296,7 @@ def _failure_key(name: str) -> bytes:
 
 def _remembered_failure(folder: code_cache.CodeCache | None, name: str) -> str | None:
     """The message of a build of `name` that failed less than RETRY_SECONDS ago."""
-    entry = folder.load(_failure_key(name), FAILED) if folder is not None else None
+    entry = folder.load(_failure_key(name), FAILED_SUFFIX, STATS) if folder is not None else None
     if entry is None or not 0 <= time.time() - entry[1] < RETRY_SECONDS:
         return None
     return entry[0]
@@ -310,8 +309,8 @@ def _remember_failure(folder: code_cache.CodeCache | None, name: str, message: s
         key = _failure_key(name)
         remembered = (f"{message} (remembered: tried again after a day, when the compiler, "
                       f"CC/CFLAGS or vmrt change, or once "
-                      f"{folder.entry_path(key, FAILED)} is deleted)")
-        folder.store(key, (remembered, time.time()), FAILED)
+                      f"{folder.entry_path(key, FAILED_SUFFIX)} is deleted)")
+        folder.store(key, (remembered, time.time()), FAILED_SUFFIX, STATS)
         if folder.writable:
             message = remembered
     _failures[name] = message
