@@ -1,16 +1,13 @@
 """An on-disk cache of what vmrt makes of a module, like __pycache__: one directory, a
 file per entry, each keyed by content and by the build of vmrt.
 
-Generating and compiling Python for a model's functions (vmrt.vm.codegen) dominates
-its first context: BytecodeModule.compiled (vmrt.vm.module) asks this cache first
-for a function variant's code object, line -> pc map and source (CompiledFunction).
-The same directory keeps verified modules (vmrt.vm.module_cache) and the C tier's
-builds (vmrt.vm.ctier.build). Every key (runtime_key) hashes the content with the
-file format, the build of vmrt (build_id) and the Python (magic number, cache tag,
-optimization level). A file is named by its key and records it again, with its
-payload's length and CRC-32 (against accidents only); it is written beside and
-renamed over, so concurrent processes see a whole file or none, and a short, corrupt
-or foreign file is ignored (the entry is made again and the file replaced).
+BytecodeModule.compiled (vmrt.vm.module) asks it first for a function's generated code
+(CompiledFunction); the same directory keeps verified modules (vmrt.vm.module_cache),
+the C tier's builds and compiled models. Every key (runtime_key) hashes the content
+with the file format, the build of vmrt (build_id) and the Python. A file is named by
+its key and records it again, with its payload's length and CRC-32 (against accidents
+only); it is written beside and renamed over, so concurrent processes see a whole file
+or none, and a short, corrupt or foreign file is ignored (and made again).
 
 Environment: VMRT_CACHE=0 (off, false, no) turns it off; VMRT_CACHE_DIR is the
 directory (default $XDG_CACHE_HOME/vmrt, else ~/.cache/vmrt); VMRT_CACHE_MAX_BYTES
@@ -70,8 +67,7 @@ _O_BINARY = getattr(os, "O_BINARY", 0)
 
 @dataclasses.dataclass
 class CacheStats:
-    """What the caches of this process did (for tests and benchmarks); `rejected`
-    counts files found but not trusted: corrupt, foreign, unsafe."""
+    """What a cache did in this process; `rejected`: files found but not trusted."""
 
     hits: int = 0
     misses: int = 0
@@ -146,15 +142,9 @@ def runtime_key(*parts) -> bytes:
     return hashlib.blake2b(repr(runtime + parts).encode(), digest_size=32).digest()
 
 
-def entry_key(content: bytes, ordinal: int, options) -> bytes:
-    """The key of one function variant: see the module docstring."""
-    return runtime_key(content, ordinal, repr(options))
-
-
 def build_id() -> bytes:
-    """The id setup.py writes into an installed vmrt, else (a source checkout) the
-    hash of its runtime packages' sources, found once per process; b"" (the cache then
-    off) when neither is there: a zip import..."""
+    """The id setup.py writes into an installed vmrt, else the hash of a source
+    checkout's runtime packages; b"" (the cache then off) when neither is there."""
     global _build_id
     if _build_id is None:
         try:
@@ -186,7 +176,7 @@ def source_digest(root: str, packages: tuple = RUNTIME_PACKAGES) -> bytes:
 
 
 def is_private(st: os.stat_result) -> bool:
-    """Whether a directory or file is the user's alone (see the module docstring)."""
+    """Whether a directory or file is the user's alone."""
     getuid = getattr(os, "getuid", None)
     if getuid is None:  # no POSIX ownership to check
         return True
@@ -239,10 +229,8 @@ class CodeCache:
         return entry
 
     def read_private(self, path: str, stats: CacheStats) -> tuple[bytes | None, float]:
-        """The bytes of a regular file of the user's own (else None) and its mtime; a
-        file found but not trusted (another user's, writable by others, over the
-        bound) counts as rejected in `stats`. (A file truncated while read gives
-        short bytes, which decode_entry rejects.)"""
+        """The bytes (else None) and mtime of a regular file of the user's alone, not
+        over the bound; another file found there counts as rejected in `stats`."""
         try:
             with open(os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY), "rb") as file:
                 st = os.fstat(file.fileno())
@@ -259,14 +247,19 @@ class CodeCache:
               stats: CacheStats | None = None) -> None:
         """Writes an entry (see write_private), counted in `stats` (default STATS)."""
         data = encode_entry(key, entry)
-        if len(data) <= self.max_bytes and self.write_private(self.entry_path(key, suffix), data):
-            (stats or STATS).stores += 1
-            self._account(len(data))
+        path = self.entry_path(key, suffix)
+        if len(data) > self.max_bytes or not self.write_private(path, data):
+            return
+        (stats or STATS).stores += 1
+        # A scan at the first write, then only when the running total may be over.
+        if self._total_bytes is not None and self._total_bytes + len(data) <= self.max_bytes:
+            self._total_bytes += len(data)
+        else:
+            self._total_bytes = self.evict()
 
     def write_private(self, path: str, data: bytes) -> bool:
-        """Writes `data` as `path` (mode 0o600), atomically replacing any file there: to a
-        temporary file beside it, renamed over. False (and no more writes in this
-        process) when the directory cannot be written: full, read-only, not ours."""
+        """Writes `data` as `path` (mode 0o600): to a temporary file, renamed over. False
+        (and no more writes in this process) when the directory cannot be written."""
         if not self.writable:
             return False
         temp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
@@ -289,18 +282,9 @@ class CodeCache:
             return False
         return True
 
-    def _account(self, written: int) -> None:
-        """Keeps the total under the bound, scanning the directory only when the
-        running total of this process says it may be over (and at its first write)."""
-        if self._total_bytes is not None and self._total_bytes + written <= self.max_bytes:
-            self._total_bytes += written
-        else:
-            self._total_bytes = self.evict()
-
     def evict(self) -> int:
-        """Deletes the least recently used files (temporary files left by a writer that
-        died among them) until the total is at most EVICT_TO of the bound, if it was
-        over it; returns the total."""
+        """Deletes the least recently used files (and stale temporary ones) down to
+        EVICT_TO of the bound, if over it; returns the total."""
         files, total, now = [], 0, time.time()
         try:
             with os.scandir(self.path) as entries:
@@ -311,11 +295,10 @@ class CodeCache:
                         st = item.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    if item.name.endswith(TEMP_SUFFIX) and now - st.st_mtime < STALE_TEMP_SECONDS:
-                        total += st.st_size  # another process is writing it
-                        continue
-                    files.append((st.st_mtime_ns, st.st_size, item.path))
                     total += st.st_size
+                    if item.name.endswith(TEMP_SUFFIX) and now - st.st_mtime < STALE_TEMP_SECONDS:
+                        continue  # another process is writing it
+                    files.append((st.st_mtime_ns, st.st_size, item.path))
         except OSError:
             return 0
         if total <= self.max_bytes:

@@ -266,7 +266,7 @@ class BytecodeModule(Module):
         cache = code_cache.default_cache()
         if cache is None:
             return self._compile(ordinal, options)
-        key = code_cache.entry_key(self.content_digest, ordinal, options)
+        key = code_cache.runtime_key(self.content_digest, ordinal, repr(options))
         entry = cache.load(key)
         if entry is not None:
             return code_cache.CompiledFunction._make(entry)
