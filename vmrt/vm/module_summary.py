@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from vmrt.vm.source_maps import function_source_map
-from vmrt.vm.verifier import FEATURE_YIELD
 
 IMPORT_FLAG_OPTIONAL = 2
 DEPENDENCY_FLAG_OPTIONAL = 2
@@ -59,7 +58,7 @@ def summarize(definition, verified: list) -> ModuleSummary:
     return ModuleSummary(
         definition.name, definition.version, tuple(t.full_name for t in definition.types),
         exports, imports, dependencies, _function_names(definition),
-        _generators(definition, verified),
+        _generators(verified),
         state.global_bytes_capacity if state is not None else 0,
         state.global_ref_count if state is not None else 0, _rodata_ranges(definition),
         _body_ranges(definition))
@@ -88,14 +87,10 @@ def _function_names(definition) -> dict[int, str]:
     return names
 
 
-def _generators(definition, verified: list) -> frozenset[int]:
+def _generators(verified: list) -> frozenset[int]:
     """Functions that can suspend: they yield, call a yieldable import, or
     (transitively) call such a function."""
     may_yield = {f.ordinal for f in verified if f.may_yield}
-    descriptors = definition.function_descriptors
-    for f in verified:
-        if descriptors[f.ordinal].requirements & FEATURE_YIELD and f.may_yield:
-            may_yield.add(f.ordinal)
     changed = True
     while changed:
         changed = False
