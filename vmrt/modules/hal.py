@@ -64,7 +64,9 @@ _IMMUTABLE = int(BufferUsage.SHARING_IMMUTABLE)
 
 # -- argument helpers (public: modules over HAL objects, e.g. io_parameters, use them) -------------
 def deref(value, cls, what: str):
-    """`value` when it is a `cls`; otherwise the null/wrong-type ref error naming `what`."""
+    """`value` when it is a `cls`; otherwise the null/wrong-type ref error naming `what`.
+    (Exports on every call's path test the type themselves and call it only to fail:
+    a call to it costs more than the test.)"""
     if isinstance(value, cls):
         return value
     raise null_ref_error(what, value)
@@ -175,9 +177,12 @@ def guarded_call(meter, fn, *args):
 def _queue_call(meter, queue_method, queue_affinity, wait_fence, signal_fence, *args):
     """A device.queue.* export's work: `queue_method` (a Device queue_* method) after
     `wait_fence`, signalling `signal_fence`, under the call's limits. The fences are
-    the VM's refs as passed: anything that is not a fence is no fence."""
-    return guarded_call(meter, queue_method, queue_affinity, fence_or_none(wait_fence),
-                        fence_or_none(signal_fence), *args)
+    the VM's refs as passed: anything that is not a fence is no fence (fence_or_none)."""
+    wait = wait_fence if isinstance(wait_fence, Fence) else None
+    signal = signal_fence if isinstance(signal_fence, Fence) else None
+    if meter is None:  # (guarded_call's own first test, without its frame)
+        return queue_method(queue_affinity, wait, signal, *args)
+    return guarded_call(meter, queue_method, queue_affinity, wait, signal, *args)
 
 
 def _queue_bookkeeping(meter, queue_method, queue_affinity, wait_fence, signal_fence, *args):
@@ -186,10 +191,11 @@ def _queue_bookkeeping(meter, queue_method, queue_affinity, wait_fence, signal_f
     needs no CallGuard (its allocation is charged by `charged`, and the call stops at
     its next check point all the same): looking the guard up is a good part of what
     limits add to a small model's call."""
-    wait = fence_or_none(wait_fence)
+    wait = wait_fence if isinstance(wait_fence, Fence) else None  # (fence_or_none)
     if meter is not None and wait is not None and not wait.passed():
         return _queue_call(meter, queue_method, queue_affinity, wait, signal_fence, *args)
-    return queue_method(queue_affinity, wait, fence_or_none(signal_fence), *args)
+    return queue_method(queue_affinity, wait,
+                        signal_fence if isinstance(signal_fence, Fence) else None, *args)
 
 
 _BUFFER, _FILE = (Buffer, "buffer"), (MemoryFile, "file")
@@ -305,8 +311,10 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rrrIii_v", name="buffer.assert")
     def buffer_assert(self, buffer, message, allocator, minimum_length, memory_types,
                       buffer_usage):
-        buffer = deref(buffer, Buffer, "buffer")
-        message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
+        if not isinstance(buffer, Buffer):
+            deref(buffer, Buffer, "buffer")
+        if not isinstance(message, VMBuffer):  # (its text only when failing)
+            deref(message, VMBuffer, "buffer")
         if buffer.byte_length < minimum_length:
             raise HalError(f"{_string(message)} buffer byte length {buffer.byte_length} less "
                            f"than expected minimum {minimum_length}",
@@ -323,7 +331,8 @@ class HalModule(NativeModule, name="hal", version=7):
                            f"{format_buffer_usage(buffer.allowed_usage)}"
                            f", operation requires {format_buffer_usage(required_usage)}",
                            StatusCode.PERMISSION_DENIED)
-        deref(allocator, HeapAllocator, "allocator")
+        if not isinstance(allocator, HeapAllocator):
+            deref(allocator, HeapAllocator, "allocator")
 
     @export("0r_I", name="buffer.length")
     def buffer_length(self, buffer):
@@ -362,8 +371,10 @@ class HalModule(NativeModule, name="hal", version=7):
     # -- buffer view -------------------------------------------------------------------------------
     @export("0rriiCID_v", name="buffer_view.assert")
     def buffer_view_assert(self, view, message, element_type, encoding_type, shape):
-        view = deref(view, BufferView, "buffer_view")
-        message = deref(message, VMBuffer, "buffer")  # (its text only when failing)
+        if not isinstance(view, BufferView):
+            deref(view, BufferView, "buffer_view")
+        if not isinstance(message, VMBuffer):  # (its text only when failing)
+            deref(message, VMBuffer, "buffer")
         # The common case first, exactly as expected: a few comparisons.
         if view.element_type == element_type & _UINT32_MAX and \
                 view.encoding_type == encoding_type & _UINT32_MAX:
@@ -379,11 +390,14 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0r_r", name="buffer_view.buffer")
     def buffer_view_buffer(self, view):
-        return deref(view, BufferView, "buffer_view").buffer
+        if not isinstance(view, BufferView):
+            deref(view, BufferView, "buffer_view")
+        return view.buffer
 
     @export("0rIIiiCID_r", name="buffer_view.create")
     def buffer_view_create(self, buffer, offset, length, element_type, encoding_type, shape):
-        buffer = deref(buffer, Buffer, "buffer")
+        if not isinstance(buffer, Buffer):
+            deref(buffer, Buffer, "buffer")
         if offset != 0 or length != buffer.byte_length:
             try:
                 buffer = buffer.subspan(offset, length)
@@ -540,7 +554,9 @@ class HalModule(NativeModule, name="hal", version=7):
     # -- device ------------------------------------------------------------------------------------
     @export("0r_r", name="device.allocator")
     def device_allocator(self, device):
-        return deref(device, Device, "device").allocator
+        if not isinstance(device, Device):
+            deref(device, Device, "device")
+        return device.allocator
 
     @export("0rrr_iI", name="device.query.i64")
     def device_query_i64(self, device, category, key):
@@ -555,19 +571,21 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIrrIiiII_r", name="device.queue.alloca", state=True)
     def device_queue_alloca(self, meter, device, queue_affinity, wait_fence, signal_fence, pool,
                             memory_types, buffer_usage, size, flags):
-        device = deref(device, Device, "device")
+        if not isinstance(device, Device):
+            deref(device, Device, "device")
         if pool != 0:
             raise HalError("VM queue allocation pools are not supported",
                            StatusCode.UNIMPLEMENTED)
-        # Under limits the memory is zero-filled: a module must not read what the
-        # process's heap last held (another context's data); else it is left as is.
-        call = (meter, device.queue_alloca, queue_affinity, wait_fence, signal_fence,
-                memory_types & _UINT32_MAX, buffer_usage & _UINT32_MAX, size, flags,
-                meter is not None)
         # (charged's own test, first: no closure and a frame fewer on the unlimited path)
         if meter is None:
-            return _queue_bookkeeping(*call)
-        return charged(meter, size, lambda: _queue_bookkeeping(*call))
+            return _queue_bookkeeping(None, device.queue_alloca, queue_affinity, wait_fence,
+                                      signal_fence, memory_types & _UINT32_MAX,
+                                      buffer_usage & _UINT32_MAX, size, flags, False)
+        # Under limits the memory is zero-filled: a module must not read what the
+        # process's heap last held (another context's data); else it is left as is.
+        return charged(meter, size, lambda: _queue_bookkeeping(
+            meter, device.queue_alloca, queue_affinity, wait_fence, signal_fence,
+            memory_types & _UINT32_MAX, buffer_usage & _UINT32_MAX, size, flags, True))
 
     @export("0rIrrI_v", name="device.queue.barrier", state=True)
     def device_queue_barrier(self, meter, device, queue_affinity, wait_fence, signal_fence,
@@ -580,9 +598,12 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIrrrI_v", name="device.queue.dealloca", state=True)
     def device_queue_dealloca(self, meter, device, queue_affinity, wait_fence, signal_fence,
                               buffer, flags):
-        _queue_bookkeeping(meter, deref(device, Device, "device").queue_dealloca,
-                           queue_affinity, wait_fence, signal_fence,
-                           deref(buffer, Buffer, "buffer"), flags)
+        if not isinstance(device, Device):
+            deref(device, Device, "device")
+        if not isinstance(buffer, Buffer):
+            deref(buffer, Buffer, "buffer")
+        _queue_bookkeeping(meter, device.queue_dealloca, queue_affinity, wait_fence,
+                           signal_fence, buffer, flags)
 
     @export("0rIrrrI_v", name="device.queue.execute", state=True)
     def device_queue_execute(self, meter, device, queue_affinity, wait_fence, signal_fence,
@@ -597,11 +618,14 @@ class HalModule(NativeModule, name="hal", version=7):
         # The binding table: a copy of the span's (immutable) entries, their buffers
         # checked.
         for buffer, _, _ in bindings:
-            deref_or_null(buffer, Buffer, "buffer")
-        _queue_call(meter, deref(device, Device, "device").queue_execute,
-                    queue_affinity, wait_fence, signal_fence,
-                    deref(command_buffer, CommandBuffer, "command_buffer"), list(bindings),
-                    flags, False)
+            if buffer is not None and not isinstance(buffer, Buffer):
+                deref(buffer, Buffer, "buffer")
+        if not isinstance(device, Device):
+            deref(device, Device, "device")
+        if not isinstance(command_buffer, CommandBuffer):
+            deref(command_buffer, CommandBuffer, "command_buffer")
+        _queue_call(meter, device.queue_execute, queue_affinity, wait_fence, signal_fence,
+                    command_buffer, list(bindings), flags, False)
 
     @export("0rIrrrIIIiI_v", name="device.queue.fill", state=True)
     def device_queue_fill(self, meter, device, queue_affinity, wait_fence, signal_fence, target,
@@ -678,9 +702,11 @@ class HalModule(NativeModule, name="hal", version=7):
     # -- fences ------------------------------------------------------------------------------------
     @export("0iICrD_i", name="fence.await", state=True)
     def fence_await(self, meter, timeout_millis, flags, fences):
-        fences = [deref_or_null(f, Fence, "fence") for (f,) in fences]
+        for (fence,) in fences:  # (all checked before any is waited for)
+            if fence is not None and not isinstance(fence, Fence):
+                deref(fence, Fence, "fence")
         pending = []
-        for fence in fences:
+        for (fence,) in fences:
             if fence is not None and not fence.is_reached():  # raises a failure
                 pending.append(fence)
         if not pending:
@@ -699,7 +725,9 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0rI_r", name="fence.create")
     def fence_create(self, device, flags):
-        return deref(device, Device, "device").create_fence()
+        if not isinstance(device, Device):
+            deref(device, Device, "device")
+        return device.create_fence()
 
     @export("0ri_v", name="fence.fail")
     def fence_fail(self, fence, status):
