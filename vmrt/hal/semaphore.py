@@ -179,6 +179,15 @@ class Semaphore(RefObject):
         callback(copy_error(failure) if failure is not None else None)
 
 
+def _merge_timepoints(timepoints: dict, added) -> None:
+    """Adds (semaphore, value) pairs to a fence's timepoints: a semaphore already
+    present keeps the larger value."""
+    for semaphore, value in added:
+        current = timepoints.get(semaphore)
+        if current is None or value > current:
+            timepoints[semaphore] = value
+
+
 class Fence(RefObject):
     """A hal.fence: a set of (semaphore, value) timepoints, one per semaphore."""
 
@@ -186,8 +195,7 @@ class Fence(RefObject):
 
     def __init__(self, timepoints=()):
         self.timepoints: dict[Semaphore, int] = {}
-        for semaphore, value in timepoints:
-            self.insert(semaphore, value)
+        _merge_timepoints(self.timepoints, timepoints)
 
     @classmethod
     def at(cls, semaphore: Semaphore, value: int) -> "Fence":
@@ -196,19 +204,26 @@ class Fence(RefObject):
         fence.timepoints = {semaphore: value}
         return fence
 
+    @classmethod
+    def join(cls, fences) -> "Fence":
+        """A fence of the timepoints of all of `fences` (hal.fence.join, on every call
+        of a model that waits for two queue operations)."""
+        joined = cls.__new__(cls)
+        joined.timepoints = timepoints = {}
+        for fence in fences:
+            _merge_timepoints(timepoints, fence.timepoints.items())
+        return joined
+
     def __repr__(self) -> str:
         return f"<hal.fence {len(self.timepoints)} timepoints>"
 
     def insert(self, semaphore: Semaphore, value: int) -> None:
-        """Adds a timepoint; a semaphore already present keeps the larger value."""
-        current = self.timepoints.get(semaphore)
-        if current is None or value > current:
-            self.timepoints[semaphore] = value
+        """Adds a timepoint (see _merge_timepoints)."""
+        _merge_timepoints(self.timepoints, ((semaphore, value),))
 
     def extend(self, other: "Fence | None") -> None:
         if other is not None:
-            for semaphore, value in other.timepoints.items():
-                self.insert(semaphore, value)
+            _merge_timepoints(self.timepoints, other.timepoints.items())
 
     def status(self) -> tuple[StatusCode, VmrtError | None]:
         """(OK, None) when reached, (DEFERRED, None) when pending, else the failure."""

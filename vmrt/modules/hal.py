@@ -741,10 +741,13 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0ICrD_r", name="fence.join")
     def fence_join(self, flags, fences):
-        fences = [deref_or_null(f, Fence, "fence") for (f,) in fences]
-        joined = Fence()
-        for fence in fences:
-            joined.extend(fence)
+        joined = []
+        for (fence,) in fences:
+            if fence is not None:
+                if not isinstance(fence, Fence):
+                    deref(fence, Fence, "fence")
+                joined.append(fence)
+        joined = Fence.join(joined)
         return joined if joined.timepoints else None
 
     @export("0r_i", name="fence.query")
