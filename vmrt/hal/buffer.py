@@ -65,7 +65,7 @@ def _zeroed_allocation(size: int) -> tuple:
             except (AttributeError, OSError, ValueError):
                 pass  # no THP: 4 KiB zero pages fault in on first touch, still lazily
             return memory, None
-    return _aligned_bytearray(size)
+    return _aligned_bytearray(size, BUFFER_ALIGNMENT)
 
 
 #: IREE_HAL_HEAP_BUFFER_ALIGNMENT: compiled dispatches may use aligned vector
@@ -73,12 +73,13 @@ def _zeroed_allocation(size: int) -> tuple:
 BUFFER_ALIGNMENT = 64
 
 
-def aligned_bytearray_python(size: int) -> tuple[memoryview, int]:
-    """`size` zero bytes starting at a BUFFER_ALIGNMENT boundary of a bytearray,
-    and their address (the twin of vmrt._cnative.aligned_bytearray)."""
-    data = bytearray(size + BUFFER_ALIGNMENT)
+def aligned_bytearray_python(size: int,
+                             alignment: int = BUFFER_ALIGNMENT) -> tuple[memoryview, int]:
+    """`size` zero bytes starting at an `alignment` boundary of a bytearray, and
+    their address (the twin of vmrt._cnative.aligned_bytearray)."""
+    data = bytearray(size + alignment)
     base = ctypes.addressof(ctypes.c_char.from_buffer(data))
-    offset = -base % BUFFER_ALIGNMENT
+    offset = -base % alignment
     return memoryview(data)[offset:offset + size], base + offset
 
 
@@ -99,11 +100,9 @@ def _aligned_bytearray_in_c():
 _ALIGNED_IN_C = _aligned_bytearray_in_c()
 
 
-def _aligned_bytearray(size: int) -> tuple[memoryview, int]:
-    """aligned_bytearray_python(size), in C when the extension is there."""
-    if _ALIGNED_IN_C is None:
-        return aligned_bytearray_python(size)
-    return _ALIGNED_IN_C(size, BUFFER_ALIGNMENT)
+#: _aligned_bytearray(size, BUFFER_ALIGNMENT): aligned_bytearray_python, in C when
+#: the extension is there (bound once: every allocation calls it).
+_aligned_bytearray = _ALIGNED_IN_C or aligned_bytearray_python
 
 
 #: Below this size copied_memory zero-fills a bytearray before copying: cheaper
@@ -131,7 +130,7 @@ def _uninitialized_allocation(size: int) -> tuple[memoryview, int]:
     """(`size` BUFFER_ALIGNMENT-aligned bytes of any contents, their address): small
     ones zero-filled all the same (see SMALL_COPY_BYTES)."""
     if size < SMALL_COPY_BYTES:
-        return _aligned_bytearray(size)
+        return _aligned_bytearray(size, BUFFER_ALIGNMENT)
     import numpy as np  # a run-time dependency; imported late to keep start-up short
     raw = np.empty(size + BUFFER_ALIGNMENT, np.uint8)
     base = raw.ctypes.data
@@ -244,7 +243,7 @@ class Buffer(RefObject):
                                f"{size}", StatusCode.INVALID_ARGUMENT)
         try:
             if size < SMALL_COPY_BYTES:  # (the common case first: one frame fewer)
-                data, address = _aligned_bytearray(size)
+                data, address = _aligned_bytearray(size, BUFFER_ALIGNMENT)
                 if initial_data is not None:
                     data[:] = initial_data
             elif initial_data is None:
@@ -274,7 +273,7 @@ class Buffer(RefObject):
             offsets.append(total)
             total += -(-len(data) // BUFFER_ALIGNMENT) * BUFFER_ALIGNMENT
         try:
-            block, base = _aligned_bytearray(total)
+            block, base = _aligned_bytearray(total, BUFFER_ALIGNMENT)
         except (MemoryError, OverflowError):
             raise HalError(f"cannot allocate {len(contents)} buffers of {total} bytes",
                            StatusCode.RESOURCE_EXHAUSTED) from None
