@@ -294,10 +294,10 @@ def _view_of_dense(array, element_type: int, allocator) -> BufferView:
     """A buffer view holding a copy of a _dense_array result, in its own allocation."""
     # Every dtype maps to a whole-byte element type: the array's bytes are the view's;
     # and numpy's ranks (at most 64) are within MAX_RANK.
+    # (Buffer.allocate takes the array's bytes as they are: one memoryview cast, its own)
     size = array.nbytes
-    buffer = allocator.allocate_buffer(
-        INPUT_MEMORY_TYPE, INPUT_USAGE, size,
-        initial_data=memoryview(array).cast("B") if size else b"")
+    buffer = allocator.allocate_buffer(INPUT_MEMORY_TYPE, INPUT_USAGE, size, 0, -1,
+                                       array if size else b"")
     return BufferView.of_dense(buffer, array.shape, element_type, size)
 
 
@@ -311,6 +311,8 @@ def buffer_views_from_numpy(arrays: list, device_or_allocator) -> list[BufferVie
     copied into one allocation when there are several (HeapAllocator.allocate_copies;
     one alone is cheaper to allocate by itself)."""
     allocator = _allocator_of(device_or_allocator)
+    if len(arrays) == 1:  # (a call's usual single input, without the lists below)
+        return [_view_of_dense(*_dense_array(arrays[0]), allocator)]
     # (one loop each way, no comprehensions: a call converts its inputs every time)
     dense, small = [], []
     for array in arrays:
