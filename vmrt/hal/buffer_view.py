@@ -53,12 +53,12 @@ class BufferView(RefObject):
                            StatusCode.RESOURCE_EXHAUSTED)
         self.buffer = buffer
         self.shape = shape
-        self.element_type = int(element_type) & 0xFFFFFFFF
+        self.element_type = element_type = int(element_type) & 0xFFFFFFFF
         self.encoding_type = int(encoding_type) & 0xFFFFFFFF
         count = 1
         for dim in shape:
             count *= dim
-        self.byte_length = element_packed_byte_count(self.element_type, count)
+        self.byte_length = element_packed_byte_count(element_type, count)
 
     @classmethod
     def of_dense(cls, buffer: Buffer, shape: tuple, element_type: int,

@@ -404,8 +404,8 @@ class HalModule(NativeModule, name="hal", version=7):
             except VmrtError as error:
                 raise error.annotate(f"invalid subspan of an existing buffer (source_offset="
                                      f"{offset}, length={length})")
-        return BufferView(buffer, [d for (d,) in shape], _u32(element_type),
-                          _u32(encoding_type))
+        # (BufferView takes the low 32 bits of the types itself)
+        return BufferView(buffer, [d for (d,) in shape], element_type, encoding_type)
 
     @export("0ri_I", name="buffer_view.dim")
     def buffer_view_dim(self, view, index):
