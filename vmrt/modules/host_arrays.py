@@ -79,6 +79,8 @@ class HostAdapter:
         fence.wait()
 
     def convert_results(self, signature: Signature, result):
+        if isinstance(result, BufferView):  # (one result, to_host's case, without its frame)
+            return buffer_view_to_numpy(result)
         if isinstance(result, tuple):
             return tuple(self.to_host(value) for value in result)
         return self.to_host(result)
