@@ -237,7 +237,7 @@ def test_recorded_direct_bindings_are_admitted_for_each_need_by_itself():
 
 
 def test_slot_requirements_that_grow_check_admitted_buffers_again():
-    from vmrt.hal.command_buffer import BindingNeeds, Requirements, validate_binding
+    from vmrt.hal.command_buffer import BindingNeeds, Requirements, validate_bindings
     from vmrt.hal.types import BufferCompatibility
     allocator = HeapAllocator()
     read, write = int(MemoryAccess.READ), int(MemoryAccess.WRITE)
@@ -248,15 +248,15 @@ def test_slot_requirements_that_grow_check_admitted_buffers_again():
     requirements = Requirements()
     requirements.merge(source, 8, 0)
     for _ in range(2):  # the second time from what was admitted
-        validate_binding(allocator, read_only, 0, 8, requirements)
+        validate_bindings(allocator, [(read_only, 0, 8)], {0: requirements})
     requirements.merge(source, 4, 0)  # needs nothing more: what passed stays admitted
     assert requirements.admitted
     with pytest.raises(HalError) as failure:  # the range is checked whatever was admitted
-        validate_binding(allocator, read_only, 0, 6, requirements)
+        validate_bindings(allocator, [(read_only, 0, 6)], {0: requirements})
     assert failure.value.code == StatusCode.OUT_OF_RANGE
     requirements.merge(target, 8, 0)
     with pytest.raises(HalError) as failure:
-        validate_binding(allocator, read_only, 0, 8, requirements)
+        validate_bindings(allocator, [(read_only, 0, 8)], {0: requirements})
     assert failure.value.code == StatusCode.PERMISSION_DENIED
 
 # -- host arrays in and out ----------------------------------------------------------------------

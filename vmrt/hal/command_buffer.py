@@ -55,7 +55,7 @@ class BindingNeeds:
         self.admitted: set[tuple[int, int, int]] = set()
 
     def admit(self, buffer, properties: tuple[int, int, int]) -> None:
-        """validate_binding of a direct reference when it is recorded, then its
+        """validate_bindings' checks of a direct reference when it is recorded, then its
         `properties` are admitted. Its binding is the buffer from 0 to the
         reference's end, so only the buffer's own properties can fail here (the
         range is checked when the command runs). Only the heap allocator exists,
@@ -114,35 +114,39 @@ class Requirements:
             self.admitted = set()  # they passed the checks against less than is needed now
 
 
-def validate_binding(allocator: HeapAllocator, buffer, offset: int, length: int,
-                     req: Requirements) -> None:
-    """iree_hal_command_buffer_validate_binding_requirements."""
-    if req.usage == 0:
-        return
-    if buffer is None:
-        raise HalError("binding table slot requires a buffer but none was provided",
-                       StatusCode.INVALID_ARGUMENT)
-    properties = (buffer.memory_type, buffer.allowed_usage, buffer.allowed_access)
-    if properties not in req.admitted:
-        compatibility, _, _ = allocator.query_compatibility(
-            buffer.memory_type, buffer.allowed_usage & req.usage)
-        _validate_binding_properties(buffer, req, compatibility)
-        if len(req.admitted) < 16:
-            req.admitted.add(properties)
-    if req.max_byte_offset > 0 and length != WHOLE_BUFFER and \
-            offset + req.max_byte_offset > offset + length:
-        raise HalError("at least one command attempted to access an address outside of the "
-                       f"valid bound buffer range (length={req.max_byte_offset}, binding "
-                       f"offset={offset}, binding length={length})", StatusCode.OUT_OF_RANGE)
-    if req.alignment and offset % req.alignment:
-        raise HalError("binding offset does not match the required alignment of one or more "
-                       f"command (offset={offset}, min_byte_alignment={req.alignment})",
-                       StatusCode.INVALID_ARGUMENT)
+def validate_bindings(allocator: HeapAllocator, table, slot_requirements: dict) -> None:
+    """iree_hal_command_buffer_validate_binding_requirements of every slot of
+    `slot_requirements` against its entry of `table` (in one frame: a command
+    buffer's submission checks all of its slots every time)."""
+    for slot, req in slot_requirements.items():
+        if req.usage == 0:
+            continue
+        buffer, offset, length = table[slot]
+        if buffer is None:
+            raise HalError("binding table slot requires a buffer but none was provided",
+                           StatusCode.INVALID_ARGUMENT)
+        properties = (buffer.memory_type, buffer.allowed_usage, buffer.allowed_access)
+        if properties not in req.admitted:
+            compatibility, _, _ = allocator.query_compatibility(
+                buffer.memory_type, buffer.allowed_usage & req.usage)
+            _validate_binding_properties(buffer, req, compatibility)
+            if len(req.admitted) < 16:
+                req.admitted.add(properties)
+        if req.max_byte_offset > 0 and length != WHOLE_BUFFER and \
+                offset + req.max_byte_offset > offset + length:
+            raise HalError("at least one command attempted to access an address outside of "
+                           f"the valid bound buffer range (length={req.max_byte_offset}, "
+                           f"binding offset={offset}, binding length={length})",
+                           StatusCode.OUT_OF_RANGE)
+        if req.alignment and offset % req.alignment:
+            raise HalError("binding offset does not match the required alignment of one or "
+                           f"more command (offset={offset}, min_byte_alignment="
+                           f"{req.alignment})", StatusCode.INVALID_ARGUMENT)
 
 
 def _validate_binding_properties(buffer, needs: BindingNeeds | Requirements,
                                  compatibility: int) -> None:
-    """The checks of validate_binding that depend on the buffer's properties
+    """The checks of validate_bindings that depend on the buffer's properties
     alone; `compatibility` is what the allocator gives the buffer's memory type
     with the usage needed."""
     if compatibility & needs.compatibility != needs.compatibility:
@@ -519,9 +523,7 @@ class CommandBuffer(RefObject):
                            f"bindings but only {len(table)} were provided",
                            StatusCode.INVALID_ARGUMENT)
         if self._validate:
-            for slot, req in self.slot_requirements.items():
-                buffer, offset, length = table[slot]
-                validate_binding(self.allocator, buffer, offset, length, req)
+            validate_bindings(self.allocator, table, self.slot_requirements)
 
     def regions(self) -> list[list]:
         """The commands split at barriers: commands of one region may run concurrently.
