@@ -75,7 +75,9 @@ class HeapAllocator(RefObject):
         params = self._allocation_params.get((memory_type, usage, access))
         if params is None:
             params = self._allocation_params_of(memory_type, usage, access)
-        buffer = Buffer.allocate(size, *params, queue_affinity, initial_data, zeroed)
+        memory_type, access, usage = params  # (a call without *params: cheaper)
+        buffer = Buffer.allocate(size, memory_type, access, usage, queue_affinity, initial_data,
+                                 zeroed)
         stats = self.statistics
         stats.buffers_allocated += 1
         stats.host_bytes_allocated += size
