@@ -177,9 +177,8 @@ def guarded_call(meter, fn, *args):
 def _queue_call(meter, queue_method, queue_affinity, wait_fence, signal_fence, *args):
     """A device.queue.* export's work: `queue_method` (a Device queue_* method) after
     `wait_fence`, signalling `signal_fence`, under the call's limits. The fences are
-    the VM's refs as passed: anything that is not a fence is no fence (fence_or_none)."""
-    wait = wait_fence if isinstance(wait_fence, Fence) else None
-    signal = signal_fence if isinstance(signal_fence, Fence) else None
+    the VM's refs as passed: anything that is not a fence is no fence."""
+    wait, signal = fence_or_none(wait_fence), fence_or_none(signal_fence)
     if meter is None:  # (guarded_call's own first test, without its frame)
         return queue_method(queue_affinity, wait, signal, *args)
     return guarded_call(meter, queue_method, queue_affinity, wait, signal, *args)
@@ -191,11 +190,10 @@ def _queue_bookkeeping(meter, queue_method, queue_affinity, wait_fence, signal_f
     needs no CallGuard (its allocation is charged by `charged`, and the call stops at
     its next check point all the same): looking the guard up is a good part of what
     limits add to a small model's call."""
-    wait = wait_fence if isinstance(wait_fence, Fence) else None  # (fence_or_none)
+    wait = fence_or_none(wait_fence)
     if meter is not None and wait is not None and not wait.passed():
         return _queue_call(meter, queue_method, queue_affinity, wait, signal_fence, *args)
-    return queue_method(queue_affinity, wait,
-                        signal_fence if isinstance(signal_fence, Fence) else None, *args)
+    return queue_method(queue_affinity, wait, fence_or_none(signal_fence), *args)
 
 
 _BUFFER, _FILE = (Buffer, "buffer"), (MemoryFile, "file")
@@ -576,11 +574,11 @@ class HalModule(NativeModule, name="hal", version=7):
         if pool != 0:
             raise HalError("VM queue allocation pools are not supported",
                            StatusCode.UNIMPLEMENTED)
-        # (charged's own test, first: no closure and a frame fewer on the unlimited path)
+        # Without limits: _queue_bookkeeping's call, made here (no frame, no *args)
         if meter is None:
-            return _queue_bookkeeping(None, device.queue_alloca, queue_affinity, wait_fence,
-                                      signal_fence, memory_types & _UINT32_MAX,
-                                      buffer_usage & _UINT32_MAX, size, flags, False)
+            return device.queue_alloca(queue_affinity, fence_or_none(wait_fence),
+                                       fence_or_none(signal_fence), memory_types & _UINT32_MAX,
+                                       buffer_usage & _UINT32_MAX, size, flags, False)
         # Under limits the memory is zero-filled: a module must not read what the
         # process's heap last held (another context's data); else it is left as is.
         return charged(meter, size, lambda: _queue_bookkeeping(
@@ -602,6 +600,10 @@ class HalModule(NativeModule, name="hal", version=7):
             deref(device, Device, "device")
         if not isinstance(buffer, Buffer):
             deref(buffer, Buffer, "buffer")
+        if meter is None:  # (as in queue.alloca)
+            device.queue_dealloca(queue_affinity, fence_or_none(wait_fence),
+                                  fence_or_none(signal_fence), buffer, flags)
+            return
         _queue_bookkeeping(meter, device.queue_dealloca, queue_affinity, wait_fence,
                            signal_fence, buffer, flags)
 
@@ -624,6 +626,11 @@ class HalModule(NativeModule, name="hal", version=7):
             deref(device, Device, "device")
         if not isinstance(command_buffer, CommandBuffer):
             deref(command_buffer, CommandBuffer, "command_buffer")
+        if meter is None:  # (as in queue.alloca)
+            device.queue_execute(queue_affinity, fence_or_none(wait_fence),
+                                 fence_or_none(signal_fence), command_buffer, list(bindings),
+                                 flags, False)
+            return
         _queue_call(meter, device.queue_execute, queue_affinity, wait_fence, signal_fence,
                     command_buffer, list(bindings), flags, False)
 
