@@ -103,7 +103,10 @@ class Semaphore(RefObject):
         return self._value
 
     def signal(self, value: int) -> None:
-        with _CHANGED_LOCK:
+        # (acquire/release rather than `with`: a lock's __exit__ takes its arguments as
+        # a tuple, and every queue operation signals a semaphore)
+        _CHANGED_LOCK.acquire()
+        try:
             if self._failure is not None:
                 raise copy_error(self._failure)
             if value <= self._value:
@@ -118,6 +121,8 @@ class Semaphore(RefObject):
                     self._timepoints = [(v, cb) for v, cb in self._timepoints if v > value]
             if _waiting:
                 _CHANGED.notify_all()
+        finally:
+            _CHANGED_LOCK.release()
         for callback in ready:
             callback(None)
 
