@@ -265,6 +265,8 @@ def element_type_for_dtype(dtype) -> int:
 
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
+#: numpy byte orders of little-endian data (`=`, native, only on a little-endian host).
+_LITTLE_ENDIAN_ORDERS = ("=", "<", "|") if _LITTLE_ENDIAN else ("<", "|")
 
 #: Element types of the dtypes arrays arrived with (a host call converts the same
 #: few dtypes again and again).
@@ -279,8 +281,7 @@ def _dense_array(array):
     element_type = _ELEMENT_TYPES.get(dtype)
     if element_type is None:
         element_type = _ELEMENT_TYPES[dtype] = element_type_for_dtype(dtype)
-    if not (array.flags.c_contiguous and (dtype.byteorder in "<|" or
-                                          dtype.byteorder == "=" and _LITTLE_ENDIAN)):
+    if not (array.flags.c_contiguous and dtype.byteorder in _LITTLE_ENDIAN_ORDERS):
         array = np.ascontiguousarray(array, dtype=dtype.newbyteorder("<"))
     return array, element_type
 

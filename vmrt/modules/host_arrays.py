@@ -49,8 +49,11 @@ class HostAdapter:
                 arrays.append(value)
         if not arrays:
             return args
+        views = buffer_views_from_numpy(arrays, self.device)
+        if len(args) == 1:  # (a one-argument call: its one array)
+            return (views[0],)
         converted = list(args)
-        for position, view in zip(at, buffer_views_from_numpy(arrays, self.device)):
+        for position, view in zip(at, views):
             converted[position] = view
         return tuple(converted)
 
