@@ -13,6 +13,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from vmrt.hal.native_loader import native_unavailable_reason
+
 N = 1024  # each weight matrix: 4 MiB of f32
 LAYERS = 6
 WEIGHTS_MIB = LAYERS * N * N * 4 >> 20
@@ -46,6 +48,8 @@ def _mlir() -> str:
 def weighty_vmfb(tmp_path_factory):
     if shutil.which("iree-compile") is None:
         pytest.skip("iree-compile is not installed")
+    if native_unavailable_reason() is not None:  # (llvm-cpu executables need it)
+        pytest.skip(native_unavailable_reason())
     folder = tmp_path_factory.mktemp("footprint")
     mlir, vmfb = folder / "weights.mlir", folder / "weights.vmfb"
     mlir.write_text(_mlir())
