@@ -24,14 +24,17 @@ from vmrt.hal.native_loader import NATIVE_FORMATS
 from vmrt.hal.file import MemoryFile
 from vmrt.hal.semaphore import Fence, Semaphore
 from vmrt.hal.types import (
-    WHOLE_BUFFER, BufferUsage, EncodingType, MemoryAccess, format_buffer_usage,
-    format_memory_type,
+    ACCESS_READ, ACCESS_WRITE, USAGE_SHARING_IMMUTABLE, WHOLE_BUFFER, EncodingType,
+    format_buffer_usage, format_memory_type,
+)
+from vmrt.modules.hal_calls import (
+    UINT32_MAX, buffer_string, charged, deref, deref_or_null, fence_or_none, guarded_call, i32,
+    queue_bookkeeping, queue_call, u32,
 )
 from vmrt.modules.host_arrays import HostAdapter
 from vmrt.native import NativeModule, export
 from vmrt.vm.buffer import ACCESS_MUTABLE, ACCESS_ORIGIN_MODULE, VMBuffer
-from vmrt.vm.call_guard import current_guard, leave_guard
-from vmrt.vm.ref import RefObject, null_ref_error, register_ref_type
+from vmrt.vm.ref import RefObject, register_ref_type
 
 
 class Channel(RefObject):
@@ -56,78 +59,35 @@ for _name, _cls in (("hal.allocator", HeapAllocator), ("hal.buffer", Buffer),
 
 #: The largest binding count a dispatch may pass (IREE_HAL_MODULE_MAX_DESCRIPTOR_BINDING_COUNT).
 MAX_DISPATCH_BINDINGS = 32
-_UINT32_MAX = 0xFFFFFFFF
-_READ = int(MemoryAccess.READ)
-_WRITE = int(MemoryAccess.WRITE)
-_IMMUTABLE = int(BufferUsage.SHARING_IMMUTABLE)
-
-
-# -- argument helpers (public: modules over HAL objects, e.g. io_parameters, use them) -------------
-def deref(value, cls, what: str):
-    """`value` when it is a `cls`; otherwise the null/wrong-type ref error naming `what`.
-    (Exports on every call's path test the type themselves and call it only to fail:
-    a call to it costs more than the test.)"""
-    if isinstance(value, cls):
-        return value
-    raise null_ref_error(what, value)
-
-
-def deref_or_null(value, cls, what: str):
-    """As deref, but None passes."""
-    if value is None or isinstance(value, cls):
-        return value
-    raise null_ref_error(what, value)
-
-
-def fence_or_none(value) -> Fence | None:
-    """iree_hal_fence_deref: anything that is not a fence is no fence."""
-    return value if isinstance(value, Fence) else None
-
-
-def _string(value) -> str:
-    """iree_vm_buffer_as_string (a null buffer is the empty string)."""
-    if value is None:
-        return ""
-    buffer = deref(value, VMBuffer, "buffer")
-    return bytes(buffer.view).decode("utf-8", "replace")
-
-
-def _u32(value: int) -> int:
-    return value & _UINT32_MAX
-
-
-def _i32(value: int) -> int:
-    value &= _UINT32_MAX
-    return value - (1 << 32) if value >> 31 else value
 
 
 def _ref(buffer, slot: int, offset: int, length: int):
     """A command buffer reference: direct when `buffer` is given, else slot `slot`."""
-    return deref_or_null(buffer, Buffer, "buffer"), slot & _UINT32_MAX, offset, length
+    return deref_or_null(buffer, Buffer, "buffer"), slot & UINT32_MAX, offset, length
 
 
 def _check_buffer_view(view: BufferView, message, expected_type: int, expected_encoding: int,
                        expected: tuple) -> None:
     """hal.buffer_view.assert's checks, failing with its messages."""
     if view.encoding_type != EncodingType.OPAQUE and view.encoding_type != expected_encoding:
-        raise HalError(f"{_string(message)} encoding mismatch; expected "
+        raise HalError(f"{buffer_string(message)} encoding mismatch; expected "
                        f"{expected_encoding:08X} but have {view.encoding_type:08X}",
                        StatusCode.INVALID_ARGUMENT)
     if not element_types_compatible(view.element_type, expected_type):
-        raise HalError(f"{_string(message)} element type mismatch; expected "
+        raise HalError(f"{buffer_string(message)} element type mismatch; expected "
                        f"{format_element_type(expected_type)} ({expected_type:08X}) but have "
                        f"{format_element_type(view.element_type)} ({view.element_type:08X})",
                        StatusCode.INVALID_ARGUMENT)
     actual = view.shape
     problem = None
     if len(actual) != len(expected):
-        problem = (f"{_string(message)} shape rank mismatch; expected {len(expected)}"
+        problem = (f"{buffer_string(message)} shape rank mismatch; expected {len(expected)}"
                    f"{' (scalar)' if not expected else ''} but have {len(actual)}"
                    f"{' (scalar)' if not actual else ''}")
     else:
         for i, (a, e) in enumerate(zip(actual, expected)):
             if a != e:
-                problem = (f"{_string(message)} shape dimension {i} mismatch; expected {e} "
+                problem = (f"{buffer_string(message)} shape dimension {i} mismatch; expected {e} "
                            f"but have {a}")
                 break
     if problem is not None:
@@ -136,66 +96,8 @@ def _check_buffer_view(view: BufferView, message, expected_type: int, expected_e
                              f"`{format_shape(actual)}`")
 
 
-# -- limits ----------------------------------------------------------------------------------------
-# In a context with limits the module's per-context state is the context's Meter
-# (vmrt.vm.limits), passed to exports as `meter` (None without limits).
-#: What a command buffer is charged for itself (its recorded commands: CommandBuffer).
+#: What a command buffer is charged for itself under limits (its recorded commands).
 _COMMAND_BUFFER_BYTES = 512
-
-
-def charged(meter, nbytes: int, allocate):
-    """allocate() with `nbytes` charged to `meter` while the object it returns lives
-    (its `charge`); over the limit it fails before allocating anything."""
-    if meter is None:
-        return allocate()
-    hold = meter.hold(nbytes)
-    try:
-        made = allocate()
-    except BaseException:
-        hold.release()
-        raise
-    made.charge = hold
-    return made
-
-
-def guarded_call(meter, fn, *args):
-    """fn(*args), under the calling VM call's limits when its context has them:
-    waits, device work and dispatches stop with the call, VM code is metered."""
-    if meter is None:
-        return fn(*args)
-    guard = current_guard()
-    if guard is not None and guard.meter is meter:  # (the call's, current since its entry)
-        guard.check()
-        return fn(*args)
-    token = meter.enter_guard()  # (what `with guarded(meter)` does, cheaper)
-    try:
-        return fn(*args)
-    finally:
-        leave_guard(token)
-
-
-def _queue_call(meter, queue_method, queue_affinity, wait_fence, signal_fence, *args):
-    """A device.queue.* export's work: `queue_method` (a Device queue_* method) after
-    `wait_fence`, signalling `signal_fence`, under the call's limits. The fences are
-    the VM's refs as passed: anything that is not a fence is no fence."""
-    wait, signal = fence_or_none(wait_fence), fence_or_none(signal_fence)
-    if meter is None:  # (guarded_call's own first test, without its frame)
-        return queue_method(queue_affinity, wait, signal, *args)
-    return guarded_call(meter, queue_method, queue_affinity, wait, signal, *args)
-
-
-def _queue_bookkeeping(meter, queue_method, queue_affinity, wait_fence, signal_fence, *args):
-    """_queue_call of an operation that runs no code and moves no data (alloca,
-    dealloca, barrier). With nothing to wait for it cannot block or run long, so it
-    needs no CallGuard (its allocation is charged by `charged`, and the call stops at
-    its next check point all the same): looking the guard up is a good part of what
-    limits add to a small model's call."""
-    wait = fence_or_none(wait_fence)
-    if meter is not None and wait is not None and not wait.passed():
-        return _queue_call(meter, queue_method, queue_affinity, wait, signal_fence, *args)
-    return queue_method(queue_affinity, wait, fence_or_none(signal_fence), *args)
-
-
 _BUFFER, _FILE = (Buffer, "buffer"), (MemoryFile, "file")
 
 
@@ -205,7 +107,7 @@ def _queue_transfer(name: str, source_type: tuple, target_type: tuple):
     @export("0rIrrrIrIII_v", name=f"device.queue.{name}", state=True)
     def transfer(self, meter, device, queue_affinity, wait_fence, signal_fence, source,
                  source_offset, target, target_offset, length, flags):
-        _queue_call(meter, getattr(deref(device, Device, "device"), "queue_" + name),
+        queue_call(meter, getattr(deref(device, Device, "device"), "queue_" + name),
                     queue_affinity, wait_fence, signal_fence,
                     deref(source, *source_type), source_offset,
                     deref(target, *target_type), target_offset, length, flags)
@@ -250,7 +152,7 @@ class HalModule(NativeModule, name="hal", version=7):
         allocator = deref(allocator, HeapAllocator, "allocator")
         try:
             return charged(meter, size, lambda: allocator.allocate_buffer(
-                _u32(memory_types), _u32(buffer_usage), size, queue_affinity=queue_affinity))
+                u32(memory_types), u32(buffer_usage), size, queue_affinity=queue_affinity))
         except VmrtError as error:
             raise error.annotate(f"failed to allocate buffer of length {size}")
 
@@ -259,24 +161,24 @@ class HalModule(NativeModule, name="hal", version=7):
                          source, offset, length):
         allocator = deref(allocator, HeapAllocator, "allocator")
         source = deref(source, VMBuffer, "buffer")
-        usage = _u32(buffer_usage)
+        usage = u32(buffer_usage)
         available = source.length
         if length == WHOLE_BUFFER:
             length = available
         if length < 0 or offset < 0 or offset > available or offset + length > available:
             raise HalError(f"byte range out of bounds (requested {offset}-{offset + length - 1} "
                            f"of available {available})", StatusCode.INVALID_ARGUMENT)
-        immutable = usage & _IMMUTABLE
-        access = _READ
+        immutable = usage & USAGE_SHARING_IMMUTABLE
+        access = ACCESS_READ
         if not source.access & ACCESS_MUTABLE:
             if not immutable:
                 raise HalError("source buffer is immutable and can only be imported for "
                                "constant usage", StatusCode.PERMISSION_DENIED)
         elif not immutable:
-            access |= _WRITE
+            access |= ACCESS_WRITE
         try:
             buffer = allocator.import_buffer(source.view[offset:offset + length],
-                                             _u32(memory_types), usage, access, queue_affinity)
+                                             u32(memory_types), usage, access, queue_affinity)
         except VmrtError:
             if is_try:
                 return None
@@ -314,17 +216,17 @@ class HalModule(NativeModule, name="hal", version=7):
         if not isinstance(message, VMBuffer):  # (its text only when failing)
             deref(message, VMBuffer, "buffer")
         if buffer.byte_length < minimum_length:
-            raise HalError(f"{_string(message)} buffer byte length {buffer.byte_length} less "
+            raise HalError(f"{buffer_string(message)} buffer byte length {buffer.byte_length} less "
                            f"than expected minimum {minimum_length}",
                            StatusCode.INVALID_ARGUMENT)
-        required_types = memory_types & _UINT32_MAX
+        required_types = memory_types & UINT32_MAX
         if buffer.memory_type & required_types != required_types:
-            raise HalError(f"{_string(message)} buffer memory type is not compatible; buffer "
+            raise HalError(f"{buffer_string(message)} buffer memory type is not compatible; buffer "
                            f"has {format_memory_type(buffer.memory_type)}, operation requires "
                            f"{format_memory_type(required_types)}", StatusCode.PERMISSION_DENIED)
-        required_usage = buffer_usage & _UINT32_MAX
+        required_usage = buffer_usage & UINT32_MAX
         if buffer.allowed_usage & required_usage != required_usage:
-            raise HalError(f"{_string(message)} requested usage was not specified when the "
+            raise HalError(f"{buffer_string(message)} requested usage was not specified when the "
                            f"buffer was allocated; buffer allows "
                            f"{format_buffer_usage(buffer.allowed_usage)}"
                            f", operation requires {format_buffer_usage(required_usage)}",
@@ -339,23 +241,23 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIi_i", name="buffer.load")
     def buffer_load(self, buffer, offset, length):
         buffer = deref(buffer, Buffer, "buffer")
-        length = _u32(length)
+        length = u32(length)
         if length > 4:
             raise HalError(f"load length byte count {length} exceeds max",
                            StatusCode.INVALID_ARGUMENT)
-        return _i32(int.from_bytes(buffer.map_read(offset, length), "little"))
+        return i32(int.from_bytes(buffer.map_read(offset, length), "little"))
 
     @export("0irIi_v", name="buffer.store")
     def buffer_store(self, value, buffer, offset, length):
         buffer = deref(buffer, Buffer, "buffer")
-        length = _u32(length)
+        length = u32(length)
         if length > 4:
             raise HalError(f"store length byte count {length} exceeds max",
                            StatusCode.INVALID_ARGUMENT)
         if offset < 0 or offset + length > buffer.byte_length:
             raise HalError(f"store out of bounds (target_offset={offset}, length={length} into "
                            f"max {buffer.byte_length})", StatusCode.OUT_OF_RANGE)
-        buffer.map_write(offset, _u32(value).to_bytes(4, "little")[:length])
+        buffer.map_write(offset, u32(value).to_bytes(4, "little")[:length])
 
     @export("0rII_r", name="buffer.subspan")
     def buffer_subspan(self, buffer, offset, length):
@@ -374,8 +276,8 @@ class HalModule(NativeModule, name="hal", version=7):
         if not isinstance(message, VMBuffer):  # (its text only when failing)
             deref(message, VMBuffer, "buffer")
         # The common case first, exactly as expected: a few comparisons.
-        if view.element_type == element_type & _UINT32_MAX and \
-                view.encoding_type == encoding_type & _UINT32_MAX:
+        if view.element_type == element_type & UINT32_MAX and \
+                view.encoding_type == encoding_type & UINT32_MAX:
             actual = view.shape
             if len(actual) == len(shape):
                 for a, (e,) in zip(actual, shape):
@@ -383,7 +285,7 @@ class HalModule(NativeModule, name="hal", version=7):
                         break
                 else:
                     return
-        _check_buffer_view(view, message, _u32(element_type), _u32(encoding_type),
+        _check_buffer_view(view, message, u32(element_type), u32(encoding_type),
                            tuple(d for (d,) in shape))
 
     @export("0r_r", name="buffer_view.buffer")
@@ -411,11 +313,11 @@ class HalModule(NativeModule, name="hal", version=7):
 
     @export("0r_i", name="buffer_view.element_type")
     def buffer_view_element_type(self, view):
-        return _i32(deref(view, BufferView, "buffer_view").element_type)
+        return i32(deref(view, BufferView, "buffer_view").element_type)
 
     @export("0r_i", name="buffer_view.encoding_type")
     def buffer_view_encoding_type(self, view):
-        return _i32(deref(view, BufferView, "buffer_view").encoding_type)
+        return i32(deref(view, BufferView, "buffer_view").encoding_type)
 
     @export("0r_i", name="buffer_view.rank")
     def buffer_view_rank(self, view):
@@ -428,7 +330,7 @@ class HalModule(NativeModule, name="hal", version=7):
         if len(views) > 128:
             raise HalError("too many buffer views for a single trace call",
                            StatusCode.RESOURCE_EXHAUSTED)
-        self.buffer_view_trace(_string(deref(key, VMBuffer, "buffer")),
+        self.buffer_view_trace(buffer_string(deref(key, VMBuffer, "buffer")),
                                [deref(v, BufferView, "buffer_view") for (v,) in views])
 
     # -- channel (collectives are not implemented on the local devices) ----------------------------
@@ -458,7 +360,7 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rr_v", name="command_buffer.begin_debug_group")
     def command_buffer_begin_debug_group(self, command_buffer, label):
         deref(command_buffer, CommandBuffer, "command_buffer").begin_debug_group(
-            _string(deref(label, VMBuffer, "buffer")))
+            buffer_string(deref(label, VMBuffer, "buffer")))
 
     @export("0rriiiirrIIIII_v", name="command_buffer.collective")
     def command_buffer_collective(self, command_buffer, channel, op, param, send_slot,
@@ -482,7 +384,7 @@ class HalModule(NativeModule, name="hal", version=7):
         # Under limits it is charged as it records (CommandBuffer.charge grows).
         command_buffer = charged(
             meter, _COMMAND_BUFFER_BYTES, lambda: device.create_command_buffer(
-                _u32(modes), _u32(categories), queue_affinity, _u32(binding_capacity)))
+                u32(modes), u32(categories), queue_affinity, u32(binding_capacity)))
         command_buffer.begin()
         return command_buffer
 
@@ -492,7 +394,7 @@ class HalModule(NativeModule, name="hal", version=7):
         command_buffer = deref(command_buffer, CommandBuffer, "command_buffer")
         executable = deref(executable, Executable, "executable")
         command_buffer.dispatch(executable, _function_index(function),
-                                (_u32(x), _u32(y), _u32(z)), _pack_constants(constants),
+                                (u32(x), u32(y), u32(z)), _pack_constants(constants),
                                 _binding_refs(bindings), flags)
 
     @export("0rrIirIICiDCiirIID_v", name="command_buffer.dispatch.indirect")
@@ -514,7 +416,7 @@ class HalModule(NativeModule, name="hal", version=7):
     def command_buffer_execution_barrier(self, command_buffer, source_stage_mask,
                                          target_stage_mask, flags):
         deref(command_buffer, CommandBuffer, "command_buffer").execution_barrier(
-            _u32(source_stage_mask), _u32(target_stage_mask), flags)
+            u32(source_stage_mask), u32(target_stage_mask), flags)
 
     @export("0rrIIiIiI_v", name="command_buffer.fill_buffer")
     def command_buffer_fill_buffer(self, command_buffer, target, offset, length, slot,
@@ -559,8 +461,8 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rrr_iI", name="device.query.i64")
     def device_query_i64(self, device, category, key):
         device = deref(device, Device, "device")
-        category = _string(deref(category, VMBuffer, "buffer"))
-        key = _string(deref(key, VMBuffer, "buffer"))
+        category = buffer_string(deref(category, VMBuffer, "buffer"))
+        key = buffer_string(deref(key, VMBuffer, "buffer"))
         try:
             return 1, device.query_i64(category, key)
         except VmrtError:
@@ -574,21 +476,21 @@ class HalModule(NativeModule, name="hal", version=7):
         if pool != 0:
             raise HalError("VM queue allocation pools are not supported",
                            StatusCode.UNIMPLEMENTED)
-        # Without limits: _queue_bookkeeping's call, made here (no frame, no *args)
+        # Without limits: queue_bookkeeping's call, made here (no frame, no *args)
         if meter is None:
             return device.queue_alloca(queue_affinity, fence_or_none(wait_fence),
-                                       fence_or_none(signal_fence), memory_types & _UINT32_MAX,
-                                       buffer_usage & _UINT32_MAX, size, flags, False)
+                                       fence_or_none(signal_fence), memory_types & UINT32_MAX,
+                                       buffer_usage & UINT32_MAX, size, flags, False)
         # Under limits the memory is zero-filled: a module must not read what the
         # process's heap last held (another context's data); else it is left as is.
-        return charged(meter, size, lambda: _queue_bookkeeping(
+        return charged(meter, size, lambda: queue_bookkeeping(
             meter, device.queue_alloca, queue_affinity, wait_fence, signal_fence,
-            memory_types & _UINT32_MAX, buffer_usage & _UINT32_MAX, size, flags, True))
+            memory_types & UINT32_MAX, buffer_usage & UINT32_MAX, size, flags, True))
 
     @export("0rIrrI_v", name="device.queue.barrier", state=True)
     def device_queue_barrier(self, meter, device, queue_affinity, wait_fence, signal_fence,
                              flags):
-        _queue_bookkeeping(meter, deref(device, Device, "device").queue_barrier,
+        queue_bookkeeping(meter, deref(device, Device, "device").queue_barrier,
                            queue_affinity, wait_fence, signal_fence, flags)
 
     device_queue_copy = _queue_transfer("copy", _BUFFER, _BUFFER)
@@ -604,13 +506,13 @@ class HalModule(NativeModule, name="hal", version=7):
             device.queue_dealloca(queue_affinity, fence_or_none(wait_fence),
                                   fence_or_none(signal_fence), buffer, flags)
             return
-        _queue_bookkeeping(meter, device.queue_dealloca, queue_affinity, wait_fence,
+        queue_bookkeeping(meter, device.queue_dealloca, queue_affinity, wait_fence,
                            signal_fence, buffer, flags)
 
     @export("0rIrrrI_v", name="device.queue.execute", state=True)
     def device_queue_execute(self, meter, device, queue_affinity, wait_fence, signal_fence,
                              command_buffer, flags):
-        _queue_call(meter, deref(device, Device, "device").queue_execute,
+        queue_call(meter, deref(device, Device, "device").queue_execute,
                     queue_affinity, wait_fence, signal_fence,
                     deref(command_buffer, CommandBuffer, "command_buffer"), (), flags)
 
@@ -631,13 +533,13 @@ class HalModule(NativeModule, name="hal", version=7):
                                  fence_or_none(signal_fence), command_buffer, list(bindings),
                                  flags, False)
             return
-        _queue_call(meter, device.queue_execute, queue_affinity, wait_fence, signal_fence,
+        queue_call(meter, device.queue_execute, queue_affinity, wait_fence, signal_fence,
                     command_buffer, list(bindings), flags, False)
 
     @export("0rIrrrIIIiI_v", name="device.queue.fill", state=True)
     def device_queue_fill(self, meter, device, queue_affinity, wait_fence, signal_fence, target,
                           offset, length, pattern, pattern_length, flags):
-        _queue_call(meter, deref(device, Device, "device").queue_fill,
+        queue_call(meter, deref(device, Device, "device").queue_fill,
                     queue_affinity, wait_fence, signal_fence,
                     deref(target, Buffer, "buffer"), offset, length,
                     _pattern_bytes(pattern, pattern_length), flags)
@@ -653,7 +555,7 @@ class HalModule(NativeModule, name="hal", version=7):
                             source, source_offset, target, target_offset, length, flags):
         source = deref(source, VMBuffer, "buffer")
         data = source.map_ro(source_offset, length)
-        _queue_call(meter, deref(device, Device, "device").queue_update,
+        queue_call(meter, deref(device, Device, "device").queue_update,
                     queue_affinity, wait_fence, signal_fence, data,
                     deref(target, Buffer, "buffer"), target_offset, length, flags)
 
@@ -671,18 +573,18 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rIirIIi_r", name="ex.file.from_memory")
     def ex_file_from_memory(self, device, queue_affinity, access, buffer, offset, length, flags):
         deref(device, Device, "device")
-        if _u32(access) & ~_READ:
+        if u32(access) & ~ACCESS_READ:
             raise HalError("only read-only memory can be accessed via a file handle (today)",
                            StatusCode.PERMISSION_DENIED)
         buffer = deref(buffer, VMBuffer, "buffer")
-        return MemoryFile(buffer.map_ro(offset, length), _READ)
+        return MemoryFile(buffer.map_ro(offset, length), ACCESS_READ)
 
     # -- executables -------------------------------------------------------------------------------
     @export("0rIrrr_r", name="executable.create", state=True)
     def executable_create(self, charge, device, queue_affinity, executable_format, data,
                           constants):
         device = deref(device, Device, "device")
-        fmt = _string(deref(executable_format, VMBuffer, "buffer"))
+        fmt = buffer_string(deref(executable_format, VMBuffer, "buffer"))
         if charge is not None and not self.native_under_limits and fmt in NATIVE_FORMATS:
             raise HalError(f"executable format '{fmt}' is native code, which Limits cannot "
                            "meter or interrupt: refused in a context with limits (the host "
@@ -704,7 +606,7 @@ class HalModule(NativeModule, name="hal", version=7):
     @export("0rr_I", name="executable.lookup.function")
     def executable_lookup_function(self, executable, name):
         executable = deref(executable, Executable, "executable")
-        return executable.lookup_function(_string(deref(name, VMBuffer, "buffer")))
+        return executable.lookup_function(buffer_string(deref(name, VMBuffer, "buffer")))
 
     # -- fences ------------------------------------------------------------------------------------
     @export("0iICrD_i", name="fence.await", state=True)
@@ -718,8 +620,8 @@ class HalModule(NativeModule, name="hal", version=7):
                 pending.append(fence)
         if not pending:
             return 0
-        timeout = _u32(timeout_millis)
-        deadline = None if timeout == _UINT32_MAX else time.monotonic() + timeout / 1000.0
+        timeout = u32(timeout_millis)
+        deadline = None if timeout == UINT32_MAX else time.monotonic() + timeout / 1000.0
         try:
             guarded_call(meter, _wait_all, pending, deadline)
         except HalError as error:  # (the call's own limits fail it: a VMError)
@@ -780,12 +682,12 @@ def _pack_constants(constants) -> bytes:
     packer = _CONSTANT_FORMATS.get(count)
     if packer is None:
         packer = _CONSTANT_FORMATS[count] = struct.Struct(f"<{count}I")
-    return packer.pack(*[c & _UINT32_MAX for (c,) in constants])
+    return packer.pack(*[c & UINT32_MAX for (c,) in constants])
 
 
 def _pattern_bytes(pattern: int, pattern_length: int) -> bytes:
     """The low `pattern_length` bytes of a fill pattern (1, 2 or 4 of them)."""
-    size = _u32(pattern_length)
+    size = u32(pattern_length)
     check_fill_pattern(size)
     return (pattern & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little")[:size]
 
@@ -798,7 +700,7 @@ def _binding_refs(bindings) -> list:
 
 
 def _function_index(function: int) -> int:
-    if not 0 <= function <= _UINT32_MAX:
+    if not 0 <= function <= UINT32_MAX:
         raise HalError(f"function id {function} out of range", StatusCode.OUT_OF_RANGE)
     return function
 

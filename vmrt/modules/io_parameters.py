@@ -25,7 +25,7 @@ from vmrt.io import ParameterScopes, ProviderSet, ProviderSignal
 from vmrt.io.provider import ParameterProvider, SpanColumns
 from vmrt.io.transfer import MAX_CONCURRENCY, TransferPlan, host_memory
 # (importing it registers the !hal.* ref types)
-from vmrt.modules.hal import charged, deref, fence_or_none, guarded_call
+from vmrt.modules.hal_calls import charged, deref, fence_or_none, guarded_call
 from vmrt.native import NativeModule, export
 from vmrt.vm.buffer import VMBuffer
 from vmrt.vm.list import VMList
