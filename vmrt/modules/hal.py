@@ -108,9 +108,9 @@ def _queue_transfer(name: str, source_type: tuple, target_type: tuple):
     def transfer(self, meter, device, queue_affinity, wait_fence, signal_fence, source,
                  source_offset, target, target_offset, length, flags):
         queue_call(meter, getattr(deref(device, Device, "device"), "queue_" + name),
-                    queue_affinity, wait_fence, signal_fence,
-                    deref(source, *source_type), source_offset,
-                    deref(target, *target_type), target_offset, length, flags)
+                   queue_affinity, wait_fence, signal_fence,
+                   deref(source, *source_type), source_offset,
+                   deref(target, *target_type), target_offset, length, flags)
     transfer.__name__ = transfer.__qualname__ = f"device_queue_{name}"
     return transfer
 
@@ -491,7 +491,7 @@ class HalModule(NativeModule, name="hal", version=7):
     def device_queue_barrier(self, meter, device, queue_affinity, wait_fence, signal_fence,
                              flags):
         queue_bookkeeping(meter, deref(device, Device, "device").queue_barrier,
-                           queue_affinity, wait_fence, signal_fence, flags)
+                          queue_affinity, wait_fence, signal_fence, flags)
 
     device_queue_copy = _queue_transfer("copy", _BUFFER, _BUFFER)
 
@@ -507,14 +507,14 @@ class HalModule(NativeModule, name="hal", version=7):
                                   fence_or_none(signal_fence), buffer, flags)
             return
         queue_bookkeeping(meter, device.queue_dealloca, queue_affinity, wait_fence,
-                           signal_fence, buffer, flags)
+                          signal_fence, buffer, flags)
 
     @export("0rIrrrI_v", name="device.queue.execute", state=True)
     def device_queue_execute(self, meter, device, queue_affinity, wait_fence, signal_fence,
                              command_buffer, flags):
         queue_call(meter, deref(device, Device, "device").queue_execute,
-                    queue_affinity, wait_fence, signal_fence,
-                    deref(command_buffer, CommandBuffer, "command_buffer"), (), flags)
+                   queue_affinity, wait_fence, signal_fence,
+                   deref(command_buffer, CommandBuffer, "command_buffer"), (), flags)
 
     @export("0rIrrrICrIID_v", name="device.queue.execute.indirect", state=True)
     def device_queue_execute_indirect(self, meter, device, queue_affinity, wait_fence,
@@ -534,15 +534,15 @@ class HalModule(NativeModule, name="hal", version=7):
                                  flags, False)
             return
         queue_call(meter, device.queue_execute, queue_affinity, wait_fence, signal_fence,
-                    command_buffer, list(bindings), flags, False)
+                   command_buffer, list(bindings), flags, False)
 
     @export("0rIrrrIIIiI_v", name="device.queue.fill", state=True)
     def device_queue_fill(self, meter, device, queue_affinity, wait_fence, signal_fence, target,
                           offset, length, pattern, pattern_length, flags):
         queue_call(meter, deref(device, Device, "device").queue_fill,
-                    queue_affinity, wait_fence, signal_fence,
-                    deref(target, Buffer, "buffer"), offset, length,
-                    _pattern_bytes(pattern, pattern_length), flags)
+                   queue_affinity, wait_fence, signal_fence,
+                   deref(target, Buffer, "buffer"), offset, length,
+                   _pattern_bytes(pattern, pattern_length), flags)
 
     @export("0rI_v", name="device.queue.flush")
     def device_queue_flush(self, device, queue_affinity):
@@ -556,8 +556,8 @@ class HalModule(NativeModule, name="hal", version=7):
         source = deref(source, VMBuffer, "buffer")
         data = source.map_ro(source_offset, length)
         queue_call(meter, deref(device, Device, "device").queue_update,
-                    queue_affinity, wait_fence, signal_fence, data,
-                    deref(target, Buffer, "buffer"), target_offset, length, flags)
+                   queue_affinity, wait_fence, signal_fence, data,
+                   deref(target, Buffer, "buffer"), target_offset, length, flags)
 
     device_queue_write = _queue_transfer("write", _BUFFER, _FILE)
 
