@@ -246,6 +246,8 @@ class CodeCache:
     def store(self, key: bytes, entry, suffix: str = SUFFIX,
               stats: CacheStats | None = None) -> None:
         """Writes an entry (see write_private), counted in `stats` (default STATS)."""
+        if not self.writable:  # (nothing to encode for a directory it cannot write)
+            return
         data = encode_entry(key, entry)
         path = self.entry_path(key, suffix)
         if len(data) > self.max_bytes or not self.write_private(path, data):
