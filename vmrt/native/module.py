@@ -424,7 +424,7 @@ def python_adapter(module: NativeModule, fn, export: Export, state):
     # are rounded) goes through result_fixer, which normalizes it or raises.
     none_ok = results in ((), ("r",))
     ref_type = RefObject if results == ("r",) else ()
-    low, high = _INT_RESULT_RANGES.get(results, (1, 0))
+    low, high = _INT_RESULT_RANGES.get(results, (1, 0))  # (1, 0): no integer passes
     float_ok = results == ("F",)
 
     def finish(r):
